@@ -1,0 +1,292 @@
+"""OpenAI-style Evolution Strategies (Salimans et al. 2017).
+
+One generation, under one `jit`: antithetic Gaussian perturbations of a flat parameter vector,
+each member's fitness = mean return over `episodes_per_member` episodes, centered-rank (or
+z-score) fitness shaping, the gradient estimate g = Σ_pairs (f₊ − f₋) ε / (pop · σ), and an Adam
+step on −g with coupled L2 weight decay.
+
+Common random numbers: a pair's noise ε is regenerated from (generation key, pair index)
+wherever it is needed (evaluation and gradient), in chunks, so the population × parameters matrix
+never exists as a whole; both members of a pair also start their episodes from the same env seeds.
+
+Devices: pairs are sharded over a 1-D mesh with `shard_map`; only fitness scalars (and the tiny
+observation statistics) are gathered, and every device then computes the same update, as the
+original workers did from a shared noise table.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import partial
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+from jax.flatten_util import ravel_pytree
+from jax.sharding import PartitionSpec as P
+
+from jaxrl import normalize, parallel
+from jaxrl.config import require
+from jaxrl.env import Env, random_actions
+from jaxrl.networks import MLP, deterministic_action, policy_output_size
+from jaxrl.normalize import RunningStats
+from jaxrl.rollout import run_episodes
+from jaxrl.types import Agent, Array, Key, Metrics
+
+FITNESS_SHAPINGS = ("centered_ranks", "zscore")
+AXIS = "pop"
+
+
+@dataclass(frozen=True)
+class ESConfig:
+    name: str = "es"
+    population_size: int = 64  # members; antithetic pairs, so it must be even
+    sigma: float = 0.02  # perturbation std
+    sigma_decay: float = 1.0  # sigma multiplied by this every generation...
+    sigma_min: float = 0.0  # ...down to this
+    learning_rate: float = 0.02
+    lr_decay: float = 1.0  # learning rate multiplied by this every generation...
+    lr_min: float = 0.0  # ...down to this
+    adam_b1: float = 0.9
+    adam_b2: float = 0.999
+    adam_eps: float = 1e-8
+    weight_decay: float = 0.0  # L2 coefficient added to the (negated) gradient, as OpenAI ES did
+    fitness_shaping: str = "centered_ranks"
+    episodes_per_member: int = 5
+    hidden_sizes: tuple[int, ...] = (64, 64)
+    activation: str = "tanh"
+    obs_normalization: bool = True
+    obs_clip: float = 5.0
+    virtual_batch_norm: bool = False
+    vbn_reference_size: int = 128  # observations in the VBN reference batch
+    # Memory for perturbed parameters materialised at once (evaluation and gradient chunks).
+    chunk_megabytes: float = 256.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "hidden_sizes", tuple(self.hidden_sizes))
+        pop = self.population_size
+        require(pop >= 2, f"agent.population_size={pop} must be >= 2")
+        require(
+            pop % 2 == 0,
+            f"agent.population_size={pop} must be even: members come in antithetic pairs "
+            f"(try {pop + 1})",
+        )
+        require(self.sigma > 0, f"agent.sigma={self.sigma} must be > 0")
+        require(self.learning_rate > 0, f"agent.learning_rate={self.learning_rate} must be > 0")
+        require(0 < self.sigma_decay <= 1, f"agent.sigma_decay={self.sigma_decay} must be in (0, 1]")
+        require(0 < self.lr_decay <= 1, f"agent.lr_decay={self.lr_decay} must be in (0, 1]")
+        require(self.weight_decay >= 0, f"agent.weight_decay={self.weight_decay} must be >= 0")
+        require(
+            self.fitness_shaping in FITNESS_SHAPINGS,
+            f"agent.fitness_shaping='{self.fitness_shaping}' is not one of: "
+            f"{', '.join(FITNESS_SHAPINGS)}",
+        )
+        require(
+            self.episodes_per_member >= 1,
+            f"agent.episodes_per_member={self.episodes_per_member} must be >= 1",
+        )
+        require(
+            all(h >= 1 for h in self.hidden_sizes),
+            f"agent.hidden_sizes={list(self.hidden_sizes)} must be positive",
+        )
+        require(self.obs_clip > 0, f"agent.obs_clip={self.obs_clip} must be > 0")
+        require(self.vbn_reference_size >= 2, "agent.vbn_reference_size must be >= 2")
+        require(self.chunk_megabytes > 0, "agent.chunk_megabytes must be > 0")
+
+
+class ESState(NamedTuple):
+    theta: Array  # float32[P], the search distribution's mean
+    opt_state: optax.OptState
+    obs_stats: RunningStats
+    vbn_reference: Array  # [R, *obs]: raw observations; a placeholder row when VBN is off
+    generation: Array  # int32
+
+
+def centered_ranks(x: Array) -> Array:
+    """Ranks over the flattened input mapped linearly to [-0.5, 0.5]; ties share their mean rank
+    (CartPole populations are full of equal 500s: arbitrary tie-breaking would inject noise)."""
+    flat = x.ravel()
+    n = flat.size
+    ordered = jnp.sort(flat)
+    lower = jnp.searchsorted(ordered, flat, side="left")
+    upper = jnp.searchsorted(ordered, flat, side="right")
+    ranks = (lower + upper - 1).astype(jnp.float32) / 2.0
+    return (ranks / (n - 1) - 0.5).reshape(x.shape)
+
+
+def zscore(x: Array) -> Array:
+    return (x - x.mean()) / (x.std() + 1e-8)
+
+
+def largest_divisor_at_most(n: int, limit: int) -> int:
+    return max(d for d in range(1, min(n, max(limit, 1)) + 1) if n % d == 0)
+
+
+def make_es(cfg: ESConfig, env: Env) -> Agent:
+    spec = env.spec
+    out_size = policy_output_size(spec.action_space, "es")
+    net = MLP(cfg.hidden_sizes, out_size, cfg.activation)
+    obs_shape = spec.observation_space.shape
+    template = net.init(jax.random.PRNGKey(0), jnp.zeros((1, *obs_shape)))
+    _, unravel = ravel_pytree(template)
+    num_params = ravel_pytree(template)[0].size
+    n_pairs = cfg.population_size // 2
+    member_env = env.with_num_envs(cfg.episodes_per_member)
+
+    mesh = parallel.mesh_for(n_pairs, AXIS)
+    local_pairs = n_pairs // mesh.devices.size
+    chunk_bytes = cfg.chunk_megabytes * 2**20
+    # Evaluation holds ε plus two perturbed copies per pair; the gradient one ε per pair.
+    eval_chunk = largest_divisor_at_most(local_pairs, int(chunk_bytes // (3 * 4 * num_params)))
+    grad_chunk = max(1, min(n_pairs, int(chunk_bytes // (4 * num_params))))
+
+    def sigma_at(generation: Array) -> Array:
+        return jnp.maximum(cfg.sigma * cfg.sigma_decay**generation, cfg.sigma_min)
+
+    def lr_at(count: Array) -> Array:
+        return jnp.maximum(cfg.learning_rate * cfg.lr_decay**count, cfg.lr_min)
+
+    tx = optax.chain(
+        optax.add_decayed_weights(cfg.weight_decay) if cfg.weight_decay else optax.identity(),
+        optax.scale_by_adam(cfg.adam_b1, cfg.adam_b2, cfg.adam_eps),
+        optax.scale_by_learning_rate(lr_at),
+    )
+
+    def noise(key: Key, pair: Array) -> Array:
+        return jax.random.normal(jax.random.fold_in(key, pair), (num_params,), jnp.float32)
+
+    def policy(theta: Array, state: ESState):
+        """The deterministic policy of one parameter vector, under the state's normalisers."""
+        params = unravel(theta)
+
+        def prepare(obs: Array) -> Array:
+            if cfg.obs_normalization:
+                return normalize.normalize(state.obs_stats, obs, cfg.obs_clip)
+            return obs
+
+        vbn_stats = None
+        if cfg.virtual_batch_norm:
+            vbn_stats = net.apply(params, prepare(state.vbn_reference), method=MLP.reference_stats)
+
+        def act(obs: Array, key: Key) -> Array:
+            del key
+            return deterministic_action(net.apply(params, prepare(obs), vbn_stats), spec.action_space)
+
+        return act
+
+    def evaluate_pair(state: ESState, sigma: Array, noise_key: Key, env_key: Key, pair: Array):
+        eps = noise(noise_key, pair)
+        pair_env_key = jax.random.fold_in(env_key, pair)  # both signs see the same episodes
+
+        def member(sign: Array):
+            episodes = run_episodes(member_env, policy(state.theta + sign * sigma * eps, state), pair_env_key)
+            return episodes.returns.mean(), episodes.lengths.sum(), episodes.steps_computed, episodes.obs_stats
+
+        return jax.vmap(member)(jnp.array([1.0, -1.0], jnp.float32))
+
+    def evaluate_local(state: ESState, sigma: Array, noise_key: Key, env_key: Key):
+        """This device's pairs, `eval_chunk` at a time; returns (fitness [local, 2], ...)."""
+        first = jax.lax.axis_index(AXIS) * local_pairs
+        chunks = (first + jnp.arange(local_pairs)).reshape(-1, eval_chunk)
+
+        def chunk_fn(pairs: Array):
+            fitness, counted, computed, stats = jax.vmap(
+                partial(evaluate_pair, state, sigma, noise_key, env_key)
+            )(pairs)
+            # A batched while_loop runs until the chunk's slowest member ends: that is the compute.
+            return fitness, counted, computed.max() * 2 * eval_chunk, stats
+
+        fitness, counted, computed, stats = jax.lax.map(chunk_fn, chunks)
+        stats = jax.tree.map(lambda x: x.reshape(local_pairs, 2, *x.shape[3:]), stats)
+        return fitness.reshape(local_pairs, 2), counted.sum(), computed.sum(), normalize.merge(stats, (0, 1))
+
+    def gradient(weights: Array, noise_key: Key) -> Array:
+        """Σ_i w_i ε_i with ε regenerated `grad_chunk` pairs at a time."""
+        n_chunks = math.ceil(n_pairs / grad_chunk)
+        padded = jnp.zeros((n_chunks * grad_chunk,), jnp.float32).at[:n_pairs].set(weights)
+
+        def body(acc: Array, c: Array):
+            pairs = c * grad_chunk + jnp.arange(grad_chunk)
+            eps = jax.vmap(partial(noise, noise_key))(pairs)
+            return acc + jax.lax.dynamic_slice_in_dim(padded, c * grad_chunk, grad_chunk) @ eps, None
+
+        total, _ = jax.lax.scan(body, jnp.zeros((num_params,), jnp.float32), jnp.arange(n_chunks))
+        return total
+
+    def generation(state: ESState, key: Key) -> tuple[ESState, Metrics]:
+        noise_key, env_key = jax.random.split(key)
+        sigma = sigma_at(state.generation)
+        fitness, counted, computed, stats = evaluate_local(state, sigma, noise_key, env_key)
+        # Only scalars (and obs statistics, a few floats) leave the device.
+        fitness = jax.lax.all_gather(fitness, AXIS, tiled=True)
+        counted = jax.lax.psum(counted, AXIS)
+        computed = jax.lax.psum(computed, AXIS)
+        stats = normalize.merge(jax.tree.map(lambda x: jax.lax.all_gather(x, AXIS), stats))
+
+        shaped = centered_ranks(fitness) if cfg.fitness_shaping == "centered_ranks" else zscore(fitness)
+        g = gradient(shaped[:, 0] - shaped[:, 1], noise_key) / (cfg.population_size * sigma)
+        updates, opt_state = tx.update(-g, state.opt_state, state.theta)
+        theta = optax.apply_updates(state.theta, updates)
+        obs_stats = normalize.combine(state.obs_stats, stats) if cfg.obs_normalization else state.obs_stats
+        new_state = ESState(theta, opt_state, obs_stats, state.vbn_reference, state.generation + 1)
+        metrics = {
+            "fitness_mean": fitness.mean(),
+            "fitness_max": fitness.max(),
+            "fitness_min": fitness.min(),
+            "fitness_std": fitness.std(),
+            "env_steps": counted,
+            "env_steps_computed": computed,
+            "grad_norm": jnp.linalg.norm(g),
+            "param_norm": jnp.linalg.norm(theta),
+            "sigma": sigma,
+            "learning_rate": lr_at(state.generation),
+        }
+        return new_state, metrics
+
+    # check_vma=False: episode loops start from replicated zeros and become per-device inside the
+    # while_loop; every output is computed from all-gathered values, so it is replicated.
+    sharded_generation = jax.shard_map(
+        generation, mesh=mesh, in_specs=(P(), P()), out_specs=(P(), P()), check_vma=False
+    )
+
+    def init(key: Key) -> ESState:
+        param_key, ref_key = jax.random.split(key)
+        theta, _ = ravel_pytree(net.init(param_key, jnp.zeros((1, *obs_shape))))
+        reference = jnp.zeros((1, *obs_shape), jnp.float32)  # unused placeholder (orbax needs size > 0)
+        if cfg.virtual_batch_norm:
+            reference = collect_reference(env.with_num_envs(cfg.vbn_reference_size), ref_key)
+        return ESState(
+            theta=theta,
+            opt_state=tx.init(theta),
+            obs_stats=normalize.init(obs_shape),
+            vbn_reference=reference,
+            generation=jnp.zeros((), jnp.int32),
+        )
+
+    def act(state: ESState, obs: Array, key: Key, deterministic: bool = True) -> Array:
+        del deterministic  # the ES policy is deterministic by construction
+        return policy(state.theta, state)(obs, key)
+
+    def train_step(state: ESState, env_state, key: Key):
+        state, metrics = sharded_generation(state, key)
+        return state, env_state, metrics
+
+    return Agent(init=init, act=act, train_step=train_step, params=lambda s: s.theta)
+
+
+def collect_reference(env: Env, key: Key, steps: int = 50) -> Array:
+    """VBN reference batch, chosen once: each env's observation after `steps` random actions
+    (episodes auto-reset), so the batch spans early and later states rather than only starts."""
+    reset_key, loop_key = jax.random.split(key)
+    env_state, ts = env.reset(reset_key)
+
+    def body(carry, k):
+        env_state, _ = carry
+        action_key, step_key = jax.random.split(k)
+        env_state, ts = env.step(env_state, random_actions(env.spec, action_key), step_key)
+        return (env_state, ts.obs), None
+
+    (_, obs), _ = jax.lax.scan(body, (env_state, ts.obs), jax.random.split(loop_key, steps))
+    return obs

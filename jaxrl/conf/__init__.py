@@ -1,0 +1,1 @@
+"""Hydra config files (loaded as package resources)."""

@@ -1,0 +1,108 @@
+"""Structured-config schemas shared by every run, and the error type bad input is reported with.
+
+Hydra composes YAML + command-line overrides onto these dataclasses; `jaxrl.run` converts the
+result once into frozen instances (whose `__post_init__` checks ranges) that `make_train` closes
+over. Nothing here is ever traced.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, is_dataclass
+from typing import Any
+
+from omegaconf import MISSING
+
+
+class ConfigError(ValueError):
+    """Bad user input: the message names what was wrong and what is valid. Shown without traceback."""
+
+
+def require(condition: bool, message: str) -> None:
+    if not condition:
+        raise ConfigError(message)
+
+
+@dataclass(frozen=True)
+class EnvConfig:
+    id: str = "CartPole-v1"
+    # Envs per seed for agents that keep one env batch running (PPO, DQN...). ES sizes its own
+    # batch from its population and `episodes_per_member`.
+    num_envs: int = 1
+    # None: the env's registered cap (CartPole-v1: 500, Pendulum-v1: 200...). Reaching it is a
+    # truncation, never a termination.
+    max_episode_steps: int | None = None
+
+    def __post_init__(self) -> None:
+        require(self.num_envs >= 1, f"env.num_envs={self.num_envs} must be >= 1")
+        require(
+            self.max_episode_steps is None or self.max_episode_steps >= 1,
+            f"env.max_episode_steps={self.max_episode_steps} must be >= 1 (or null for the default)",
+        )
+
+
+@dataclass(frozen=True)
+class BudgetConfig:
+    env_steps: float = 1e6  # env steps (that counted toward episodes) per seed; floats allow 2e6
+    # Stop early once the evaluation return, averaged over seeds, reaches this. null: never.
+    target_return: float | None = None
+
+    def __post_init__(self) -> None:
+        require(self.env_steps > 0, f"budget.env_steps={self.env_steps} must be > 0")
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    every: int = 5  # training iterations (ES generations, gradient updates) between evaluations
+    episodes: int = 10  # deterministic episodes per evaluation, run in parallel
+
+    def __post_init__(self) -> None:
+        require(self.every >= 1, f"eval.every={self.every} must be >= 1")
+        require(self.episodes >= 1, f"eval.episodes={self.episodes} must be >= 1")
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    dir: str = "${hydra:runtime.output_dir}"
+    tensorboard: bool = True
+    progress: bool = True  # the live console display
+
+
+@dataclass(frozen=True)
+class CheckpointConfig:
+    every: int = 1  # evaluations between checkpoints; one is always written at the end
+    keep: int = 2  # newest checkpoints kept on disk
+
+    def __post_init__(self) -> None:
+        require(self.every >= 1, f"checkpoint.every={self.every} must be >= 1")
+        require(self.keep >= 1, f"checkpoint.keep={self.keep} must be >= 1")
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    agent: Any = MISSING  # one of the agents' own config dataclasses
+    env: EnvConfig = field(default_factory=EnvConfig)
+    seed: int = 0
+    num_seeds: int = 1  # seeds seed, seed+1, ... trained together in one compiled program
+    budget: BudgetConfig = field(default_factory=BudgetConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    log: LogConfig = field(default_factory=LogConfig)
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    resume: str | None = None  # a run directory to continue
+    video: bool = False
+
+    def __post_init__(self) -> None:
+        require(self.num_seeds >= 1, f"num_seeds={self.num_seeds} must be >= 1")
+        require(self.seed >= 0, f"seed={self.seed} must be >= 0")
+
+    @property
+    def seeds(self) -> list[int]:
+        return list(range(self.seed, self.seed + self.num_seeds))
+
+
+def to_dict(obj: Any) -> Any:
+    """A config as plain JSON-able data (tuples become lists)."""
+    if is_dataclass(obj):
+        return {f.name: to_dict(getattr(obj, f.name)) for f in fields(obj)}
+    if isinstance(obj, list | tuple):
+        return [to_dict(v) for v in obj]
+    return obj

@@ -1,0 +1,117 @@
+"""The batched functional Env every family implements, and the vectoriser JAX-native envs share.
+
+A JAX-native env only has to provide single-env `reset`/`step` functions (`EnvCore`); `VectorEnv`
+turns them into the batched, auto-resetting, episode-counting `Env` of DESIGN.md §3, with time
+limits handled here so that `terminated` and `truncated` stay apart.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any, NamedTuple, Protocol
+
+import jax
+import jax.numpy as jnp
+
+from jaxrl.types import Array, Box, EnvSpec, Key, TimeStep
+
+
+class Env(Protocol):
+    """Batched, functional, auto-resetting environment."""
+
+    spec: EnvSpec
+
+    def reset(self, key: Key) -> tuple[Any, TimeStep]: ...
+
+    def step(self, state: Any, action: Array, key: Key) -> tuple[Any, TimeStep]: ...
+
+    def with_num_envs(self, num_envs: int) -> Env: ...
+
+
+class EnvCore(NamedTuple):
+    """One unbatched JAX env: `reset(key) -> (state, obs)`, `step(key, state, action) -> (state,
+    obs, reward, terminated)`. Time limits are not its business."""
+
+    reset: Callable[[Key], tuple[Any, Array]]
+    step: Callable[[Key, Any, Array], tuple[Any, Array, Array, Array]]
+
+
+class VectorState(NamedTuple):
+    core: Any  # batched core state
+    time: Array  # int32[B], steps since the episode began
+    episode_return: Array  # float32[B], running return of the current episode
+    episode_length: Array  # int32[B]
+
+
+def episode_info(
+    episode_return: Array, episode_length: Array, done: Array
+) -> dict[str, Array]:
+    """Episode statistics as every family reports them: values are those of the episode that ended
+    at this step and are meaningful only where `episode_done`."""
+    return {"episode_return": episode_return, "episode_length": episode_length, "episode_done": done}
+
+
+@dataclasses.dataclass(frozen=True)
+class VectorEnv:
+    """Batches an `EnvCore` with vmap and adds time limits, auto-reset and episode statistics."""
+
+    core: EnvCore
+    spec: EnvSpec
+
+    def with_num_envs(self, num_envs: int) -> VectorEnv:
+        return dataclasses.replace(self, spec=dataclasses.replace(self.spec, num_envs=num_envs))
+
+    def reset(self, key: Key) -> tuple[VectorState, TimeStep]:
+        n = self.spec.num_envs
+        core_state, obs = jax.vmap(self.core.reset)(jax.random.split(key, n))
+        zeros_f = jnp.zeros((n,), jnp.float32)
+        zeros_b = jnp.zeros((n,), bool)
+        state = VectorState(core_state, jnp.zeros((n,), jnp.int32), zeros_f, jnp.zeros((n,), jnp.int32))
+        info = episode_info(zeros_f, jnp.zeros((n,), jnp.int32), zeros_b)
+        return state, TimeStep(obs, zeros_f, zeros_b, zeros_b, obs, info)
+
+    def step(self, state: VectorState, action: Array, key: Key) -> tuple[VectorState, TimeStep]:
+        n = self.spec.num_envs
+        step_key, reset_key = jax.random.split(key)
+        core_state, obs, reward, terminated = jax.vmap(self.core.step)(
+            jax.random.split(step_key, n), state.core, action
+        )
+        reward = reward.astype(jnp.float32)
+        terminated = terminated.astype(bool)
+        time = state.time + 1
+        truncated = (time >= self.spec.max_episode_steps) & ~terminated
+        done = terminated | truncated
+        episode_return = state.episode_return + reward
+        episode_length = state.episode_length + 1
+
+        reset_state, reset_obs = jax.vmap(self.core.reset)(jax.random.split(reset_key, n))
+
+        def where_done(fresh: Array, old: Array) -> Array:
+            mask = done.reshape(done.shape + (1,) * (old.ndim - 1))
+            return jnp.where(mask, fresh, old)
+
+        next_state = VectorState(
+            core=jax.tree.map(where_done, reset_state, core_state),
+            time=jnp.where(done, 0, time),
+            episode_return=jnp.where(done, 0.0, episode_return),
+            episode_length=jnp.where(done, 0, episode_length),
+        )
+        timestep = TimeStep(
+            obs=where_done(reset_obs, obs),
+            reward=reward,
+            terminated=terminated,
+            truncated=truncated,
+            final_obs=obs,
+            info=episode_info(episode_return, episode_length, done),
+        )
+        return next_state, timestep
+
+
+def random_actions(spec: EnvSpec, key: Key) -> Array:
+    """Uniformly random actions for the whole batch (Box bounds must be finite)."""
+    space = spec.action_space
+    if isinstance(space, Box):
+        shape = (spec.num_envs, *space.shape)
+        return jax.random.uniform(key, shape, minval=space.low, maxval=space.high)
+    return jax.random.randint(key, (spec.num_envs,), 0, space.n, jnp.int32)

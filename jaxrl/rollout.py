@@ -1,0 +1,66 @@
+"""Unrolls of (policy, env) inside the compiled program."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from jaxrl import normalize
+from jaxrl.env import Env
+from jaxrl.normalize import RunningStats
+from jaxrl.types import Array, Key
+
+Policy = Callable[[Array, Key], Array]  # (batched obs, key) -> batched action
+
+
+class Episodes(NamedTuple):
+    returns: Array  # float32[B]: return of each env's first episode
+    lengths: Array  # int32[B]
+    steps_computed: Array  # int32: loop iterations x B, finished envs included
+    obs_stats: RunningStats  # statistics of the observations acted on (finished envs masked out)
+
+
+def run_episodes(env: Env, policy: Policy, key: Key) -> Episodes:
+    """Run every env of the batch for exactly one episode, stopping as soon as all have ended.
+
+    A `while_loop` rather than a fixed-length scan, so a batch whose episodes all end early costs
+    only the steps it needed; steps after an env's episode ended are computed but not counted.
+    """
+    n = env.spec.num_envs
+    obs_dim = env.spec.observation_space.shape
+    reset_key, loop_key = jax.random.split(key)
+    env_state, ts = env.reset(reset_key)
+
+    def cond(carry):
+        _, _, alive, *_, t, _ = carry
+        return jnp.any(alive) & (t < env.spec.max_episode_steps)
+
+    def body(carry):
+        env_state, obs, alive, returns, lengths, stats, t, key = carry
+        key, act_key, step_key = jax.random.split(key, 3)
+        stats = normalize.update(stats, obs, alive)
+        action = policy(obs, act_key)
+        env_state, ts = env.step(env_state, action, step_key)
+        returns = returns + jnp.where(alive, ts.reward, 0.0)
+        lengths = lengths + alive.astype(jnp.int32)
+        alive = alive & ~(ts.terminated | ts.truncated)
+        return env_state, ts.obs, alive, returns, lengths, stats, t + 1, key
+
+    per_env_stats = RunningStats(
+        jnp.zeros((n,), jnp.float32), jnp.zeros((n, *obs_dim), jnp.float32), jnp.zeros((n, *obs_dim), jnp.float32)
+    )
+    carry = (
+        env_state,
+        ts.obs,
+        jnp.ones((n,), bool),
+        jnp.zeros((n,), jnp.float32),
+        jnp.zeros((n,), jnp.int32),
+        per_env_stats,
+        jnp.zeros((), jnp.int32),
+        loop_key,
+    )
+    _, _, _, returns, lengths, stats, t, _ = jax.lax.while_loop(cond, body, carry)
+    return Episodes(returns, lengths, t * n, normalize.merge(stats))

@@ -1,0 +1,95 @@
+"""Data types shared by every agent and env family. Data only: no behaviour beyond validation."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import jax
+import numpy as np
+
+Array = jax.Array
+Key = jax.Array
+PyTree = Any
+Metrics = dict[str, Array]
+
+
+@dataclass(frozen=True)
+class Discrete:
+    """A choice among `n` actions, encoded as int32 in [0, n)."""
+
+    n: int
+    shape: tuple[int, ...] = ()
+    dtype: Any = np.int32
+
+
+@dataclass(frozen=True)
+class Box:
+    """A real-valued array with element-wise bounds (inf where unbounded)."""
+
+    low: np.ndarray
+    high: np.ndarray
+    shape: tuple[int, ...]
+    dtype: Any = np.float32
+
+    @property
+    def bounded(self) -> bool:
+        return bool(np.all(np.isfinite(self.low)) and np.all(np.isfinite(self.high)))
+
+
+Space = Discrete | Box
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """What an agent needs to know about an env before anything is traced."""
+
+    name: str
+    family: str  # "jax", "brax" or "host": where the env runs (DESIGN.md §1)
+    observation_space: Box
+    action_space: Space
+    num_envs: int
+    max_episode_steps: int
+    vmappable: bool = True  # False: host envs that cannot be batched beyond their pool
+
+
+class TimeStep(NamedTuple):
+    """One batched env step; the leading axis is the env batch.
+
+    Auto-reset happens inside `step`: `obs` already belongs to the next episode where
+    `terminated | truncated`, and `final_obs` is the last observation of the episode that ended
+    (equal to `obs` elsewhere). Learners bootstrap from `final_obs` on truncation only.
+    """
+
+    obs: Array
+    reward: Array
+    terminated: Array
+    truncated: Array
+    final_obs: Array
+    info: dict[str, Array]
+
+
+class Transition(NamedTuple):
+    """What off- and on-policy learners store: (s, a, r, s') with the two end flags apart."""
+
+    obs: Array
+    action: Array
+    reward: Array
+    terminated: Array
+    truncated: Array
+    next_obs: Array  # the true successor: `final_obs` of the step, not the reset observation
+
+
+class Agent(NamedTuple):
+    """An algorithm as pure functions over its state pytree (optax-style).
+
+    `train_step` is one iteration (an ES generation, a PPO rollout + update...). It receives and
+    returns the env state so on-policy agents can keep episodes running across iterations; agents
+    that reset their own envs (ES) pass it through.
+    """
+
+    init: Callable[[Key], PyTree]
+    act: Callable[[PyTree, Array, Key, bool], Array]  # bool: deterministic (evaluation)
+    train_step: Callable[[PyTree, PyTree, Key], tuple[PyTree, PyTree, Metrics]]
+    params: Callable[[PyTree], PyTree]  # the policy parameters, for NaN checks and export
