@@ -75,7 +75,9 @@ class ESConfig:
         )
         require(self.sigma > 0, f"agent.sigma={self.sigma} must be > 0")
         require(self.learning_rate > 0, f"agent.learning_rate={self.learning_rate} must be > 0")
-        require(0 < self.sigma_decay <= 1, f"agent.sigma_decay={self.sigma_decay} must be in (0, 1]")
+        require(
+            0 < self.sigma_decay <= 1, f"agent.sigma_decay={self.sigma_decay} must be in (0, 1]"
+        )
         require(0 < self.lr_decay <= 1, f"agent.lr_decay={self.lr_decay} must be in (0, 1]")
         require(self.weight_decay >= 0, f"agent.weight_decay={self.weight_decay} must be >= 0")
         require(
@@ -172,7 +174,9 @@ def make_es(cfg: ESConfig, env: Env) -> Agent:
 
         def act(obs: Array, key: Key) -> Array:
             del key
-            return deterministic_action(net.apply(params, prepare(obs), vbn_stats), spec.action_space)
+            return deterministic_action(
+                net.apply(params, prepare(obs), vbn_stats), spec.action_space
+            )
 
         return act
 
@@ -181,8 +185,15 @@ def make_es(cfg: ESConfig, env: Env) -> Agent:
         pair_env_key = jax.random.fold_in(env_key, pair)  # both signs see the same episodes
 
         def member(sign: Array):
-            episodes = run_episodes(member_env, policy(state.theta + sign * sigma * eps, state), pair_env_key)
-            return episodes.returns.mean(), episodes.lengths.sum(), episodes.steps_computed, episodes.obs_stats
+            episodes = run_episodes(
+                member_env, policy(state.theta + sign * sigma * eps, state), pair_env_key
+            )
+            return (
+                episodes.returns.mean(),
+                episodes.lengths.sum(),
+                episodes.steps_computed,
+                episodes.obs_stats,
+            )
 
         return jax.vmap(member)(jnp.array([1.0, -1.0], jnp.float32))
 
@@ -200,7 +211,12 @@ def make_es(cfg: ESConfig, env: Env) -> Agent:
 
         fitness, counted, computed, stats = jax.lax.map(chunk_fn, chunks)
         stats = jax.tree.map(lambda x: x.reshape(local_pairs, 2, *x.shape[3:]), stats)
-        return fitness.reshape(local_pairs, 2), counted.sum(), computed.sum(), normalize.merge(stats, (0, 1))
+        return (
+            fitness.reshape(local_pairs, 2),
+            counted.sum(),
+            computed.sum(),
+            normalize.merge(stats, (0, 1)),
+        )
 
     def gradient(weights: Array, noise_key: Key) -> Array:
         """Σ_i w_i ε_i with ε regenerated `grad_chunk` pairs at a time."""
@@ -210,7 +226,9 @@ def make_es(cfg: ESConfig, env: Env) -> Agent:
         def body(acc: Array, c: Array):
             pairs = c * grad_chunk + jnp.arange(grad_chunk)
             eps = jax.vmap(partial(noise, noise_key))(pairs)
-            return acc + jax.lax.dynamic_slice_in_dim(padded, c * grad_chunk, grad_chunk) @ eps, None
+            return acc + jax.lax.dynamic_slice_in_dim(
+                padded, c * grad_chunk, grad_chunk
+            ) @ eps, None
 
         total, _ = jax.lax.scan(body, jnp.zeros((num_params,), jnp.float32), jnp.arange(n_chunks))
         return total
@@ -225,11 +243,15 @@ def make_es(cfg: ESConfig, env: Env) -> Agent:
         computed = jax.lax.psum(computed, AXIS)
         stats = normalize.merge(jax.tree.map(lambda x: jax.lax.all_gather(x, AXIS), stats))
 
-        shaped = centered_ranks(fitness) if cfg.fitness_shaping == "centered_ranks" else zscore(fitness)
+        shaped = (
+            centered_ranks(fitness) if cfg.fitness_shaping == "centered_ranks" else zscore(fitness)
+        )
         g = gradient(shaped[:, 0] - shaped[:, 1], noise_key) / (cfg.population_size * sigma)
         updates, opt_state = tx.update(-g, state.opt_state, state.theta)
         theta = optax.apply_updates(state.theta, updates)
-        obs_stats = normalize.combine(state.obs_stats, stats) if cfg.obs_normalization else state.obs_stats
+        obs_stats = (
+            normalize.combine(state.obs_stats, stats) if cfg.obs_normalization else state.obs_stats
+        )
         new_state = ESState(theta, opt_state, obs_stats, state.vbn_reference, state.generation + 1)
         metrics = {
             "fitness_mean": fitness.mean(),
@@ -254,7 +276,9 @@ def make_es(cfg: ESConfig, env: Env) -> Agent:
     def init(key: Key) -> ESState:
         param_key, ref_key = jax.random.split(key)
         theta, _ = ravel_pytree(net.init(param_key, jnp.zeros((1, *obs_shape))))
-        reference = jnp.zeros((1, *obs_shape), jnp.float32)  # unused placeholder (orbax needs size > 0)
+        reference = jnp.zeros(
+            (1, *obs_shape), jnp.float32
+        )  # unused placeholder (orbax needs size > 0)
         if cfg.virtual_batch_norm:
             reference = collect_reference(env.with_num_envs(cfg.vbn_reference_size), ref_key)
         return ESState(

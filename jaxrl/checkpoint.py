@@ -22,13 +22,17 @@ class Checkpointer:
         self.directory = Path(directory).absolute()
         self._manager = ocp.CheckpointManager(
             self.directory,
-            options=ocp.CheckpointManagerOptions(max_to_keep=keep, enable_async_checkpointing=False),
+            options=ocp.CheckpointManagerOptions(
+                max_to_keep=keep, enable_async_checkpointing=False
+            ),
         )
 
     def save(self, step: int, state: Any, meta: dict[str, Any]) -> None:
         self._manager.save(
             step,
-            args=ocp.args.Composite(state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta)),
+            args=ocp.args.Composite(
+                state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta)
+            ),
             force=True,
         )
         self._manager.wait_until_finished()

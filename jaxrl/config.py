@@ -14,7 +14,8 @@ from omegaconf import MISSING
 
 
 class ConfigError(ValueError):
-    """Bad user input: the message names what was wrong and what is valid. Shown without traceback."""
+    """Bad user input: the message names what was wrong and what is valid; shown without a
+    traceback."""
 
 
 def require(condition: bool, message: str) -> None:
@@ -36,7 +37,7 @@ class EnvConfig:
         require(self.num_envs >= 1, f"env.num_envs={self.num_envs} must be >= 1")
         require(
             self.max_episode_steps is None or self.max_episode_steps >= 1,
-            f"env.max_episode_steps={self.max_episode_steps} must be >= 1 (or null for the default)",
+            f"env.max_episode_steps={self.max_episode_steps} must be >= 1 (or null: the default)",
         )
 
 

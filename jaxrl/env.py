@@ -44,12 +44,14 @@ class VectorState(NamedTuple):
     episode_length: Array  # int32[B]
 
 
-def episode_info(
-    episode_return: Array, episode_length: Array, done: Array
-) -> dict[str, Array]:
+def episode_info(episode_return: Array, episode_length: Array, done: Array) -> dict[str, Array]:
     """Episode statistics as every family reports them: values are those of the episode that ended
     at this step and are meaningful only where `episode_done`."""
-    return {"episode_return": episode_return, "episode_length": episode_length, "episode_done": done}
+    return {
+        "episode_return": episode_return,
+        "episode_length": episode_length,
+        "episode_done": done,
+    }
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,7 +69,9 @@ class VectorEnv:
         core_state, obs = jax.vmap(self.core.reset)(jax.random.split(key, n))
         zeros_f = jnp.zeros((n,), jnp.float32)
         zeros_b = jnp.zeros((n,), bool)
-        state = VectorState(core_state, jnp.zeros((n,), jnp.int32), zeros_f, jnp.zeros((n,), jnp.int32))
+        state = VectorState(
+            core_state, jnp.zeros((n,), jnp.int32), zeros_f, jnp.zeros((n,), jnp.int32)
+        )
         info = episode_info(zeros_f, jnp.zeros((n,), jnp.int32), zeros_b)
         return state, TimeStep(obs, zeros_f, zeros_b, zeros_b, obs, info)
 

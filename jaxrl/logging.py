@@ -15,7 +15,14 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from tensorboardX import SummaryWriter
 
-EVAL_COLUMNS = ("seed", "iteration", "env_steps", "eval_return", "eval_return_std", "elapsed_seconds")
+EVAL_COLUMNS = (
+    "seed",
+    "iteration",
+    "env_steps",
+    "eval_return",
+    "eval_return_std",
+    "elapsed_seconds",
+)
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
@@ -53,7 +60,7 @@ class RunLogger:
                 csv.writer(f).writerow(EVAL_COLUMNS)
 
     def log_iterations(self, metrics: dict[str, np.ndarray], env_steps: np.ndarray) -> None:
-        """metrics[k]: [seeds, iterations]; env_steps: cumulative per seed and iteration (x-axis)."""
+        """metrics[k]: [seeds, iterations]; env_steps: cumulative per seed and iteration."""
         for i, writer in enumerate(self.writers):
             for name, values in metrics.items():
                 for j, value in enumerate(values[i]):

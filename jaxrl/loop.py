@@ -65,7 +65,9 @@ class Trainer:
     def _chunk(self, carry: Carry) -> tuple[Carry, ChunkOutput]:
         def body(c: Carry, _):
             key, step_key = jax.random.split(c.key)
-            agent_state, env_state, metrics = self.agent.train_step(c.agent_state, c.env_state, step_key)
+            agent_state, env_state, metrics = self.agent.train_step(
+                c.agent_state, c.env_state, step_key
+            )
             return Carry(agent_state, env_state, key), metrics
 
         carry, metrics = jax.lax.scan(body, carry, None, length=self.cfg.eval.every)
@@ -95,7 +97,9 @@ class Progress:
 
     @classmethod
     def start(cls, num_seeds: int) -> Progress:
-        return cls(0, [0] * num_seeds, [0] * num_seeds, [math.nan] * num_seeds, [-math.inf] * num_seeds)
+        return cls(
+            0, [0] * num_seeds, [0] * num_seeds, [math.nan] * num_seeds, [-math.inf] * num_seeds
+        )
 
 
 @dataclass
@@ -190,8 +194,8 @@ def train(cfg: RunConfig, run_dir: Path) -> RunResult:
                 if stop.requested:
                     status = "interrupted"
                     display.message(
-                        f"interrupted: checkpoint at iteration {progress.iteration} in {ckpt.directory}; "
-                        f"continue with resume={run_dir}"
+                        f"interrupted: checkpoint at iteration {progress.iteration} in "
+                        f"{ckpt.directory}; continue with resume={run_dir}"
                     )
                     break
     finally:
@@ -210,10 +214,16 @@ def _budget_reached(cfg: RunConfig, progress: Progress) -> bool:
     if min(progress.env_steps) >= cfg.budget.env_steps:
         return True
     target = cfg.budget.target_return
-    return target is not None and progress.iteration > 0 and float(np.mean(progress.final_eval)) >= target
+    return (
+        target is not None
+        and progress.iteration > 0
+        and float(np.mean(progress.final_eval)) >= target
+    )
 
 
-def _record(cfg: RunConfig, progress: Progress, out: ChunkOutput, logger: RunLogger, compile_s: float) -> None:
+def _record(
+    cfg: RunConfig, progress: Progress, out: ChunkOutput, logger: RunLogger, compile_s: float
+) -> None:
     steps = np.asarray(out.metrics["env_steps"], np.int64)  # [seeds, iterations]
     computed = np.asarray(out.metrics.get("env_steps_computed", steps), np.int64)
     cumulative = np.asarray(progress.env_steps, np.int64)[:, None] + np.cumsum(steps, axis=1)
@@ -226,14 +236,16 @@ def _record(cfg: RunConfig, progress: Progress, out: ChunkOutput, logger: RunLog
         ret = float(np.mean(out.eval_returns[i]))
         progress.final_eval[i] = ret
         progress.best_eval[i] = max(progress.best_eval[i], ret)
-        rows.append({
-            "seed": seed,
-            "iteration": progress.iteration,
-            "env_steps": progress.env_steps[i],
-            "eval_return": ret,
-            "eval_return_std": float(np.std(out.eval_returns[i])),
-            "elapsed_seconds": round(compile_s + progress.run_seconds, 3),
-        })
+        rows.append(
+            {
+                "seed": seed,
+                "iteration": progress.iteration,
+                "env_steps": progress.env_steps[i],
+                "eval_return": ret,
+                "eval_return_std": float(np.std(out.eval_returns[i])),
+                "elapsed_seconds": round(compile_s + progress.run_seconds, 3),
+            }
+        )
     logger.log_eval(rows)
 
 
@@ -247,7 +259,9 @@ def _progress_line(trainer: Trainer, progress: Progress, out: ChunkOutput) -> st
     return " | ".join(parts)
 
 
-def _summary(cfg: RunConfig, progress: Progress, compile_seconds: float, status: str) -> dict[str, Any]:
+def _summary(
+    cfg: RunConfig, progress: Progress, compile_seconds: float, status: str
+) -> dict[str, Any]:
     total_steps = sum(progress.env_steps)
     return {
         "agent": cfg.agent.name,

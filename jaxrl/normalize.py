@@ -27,7 +27,9 @@ class RunningStats(NamedTuple):
 
 
 def init(shape: tuple[int, ...]) -> RunningStats:
-    return RunningStats(jnp.zeros((), jnp.float32), jnp.zeros(shape, jnp.float32), jnp.zeros(shape, jnp.float32))
+    return RunningStats(
+        jnp.zeros((), jnp.float32), jnp.zeros(shape, jnp.float32), jnp.zeros(shape, jnp.float32)
+    )
 
 
 def update(stats: RunningStats, x: Array, mask: Array) -> RunningStats:
@@ -44,7 +46,7 @@ def update(stats: RunningStats, x: Array, mask: Array) -> RunningStats:
 
 
 def merge(stats: RunningStats, axis: int | tuple[int, ...] = 0) -> RunningStats:
-    """Merge partial statistics stacked along `axis` (of the count's shape) into one (Chan et al.)."""
+    """Merge partial statistics stacked along `axis` (of the count's shape) into one."""
     count = stats.count.sum(axis)
     c = stats.count
     cexp = c.reshape(c.shape + (1,) * (stats.mean.ndim - c.ndim))

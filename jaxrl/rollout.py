@@ -50,7 +50,9 @@ def run_episodes(env: Env, policy: Policy, key: Key) -> Episodes:
         return env_state, ts.obs, alive, returns, lengths, stats, t + 1, key
 
     per_env_stats = RunningStats(
-        jnp.zeros((n,), jnp.float32), jnp.zeros((n, *obs_dim), jnp.float32), jnp.zeros((n, *obs_dim), jnp.float32)
+        jnp.zeros((n,), jnp.float32),
+        jnp.zeros((n, *obs_dim), jnp.float32),
+        jnp.zeros((n, *obs_dim), jnp.float32),
     )
     carry = (
         env_state,

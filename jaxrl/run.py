@@ -95,7 +95,9 @@ def check_group_choices(overrides: list[str]) -> None:
         key, _, value = override.partition("=")
         key = key.lstrip("+~")
         if key == "agent" and value not in agents.REGISTRY:
-            raise ConfigError(f"unknown agent '{value}'; valid agents: {', '.join(agents.REGISTRY)}")
+            raise ConfigError(
+                f"unknown agent '{value}'; valid agents: {', '.join(agents.REGISTRY)}"
+            )
         if key == "env" and value not in envs.registered():
             raise ConfigError(f"unknown env '{value}'; valid envs: {', '.join(envs.registered())}")
 
@@ -116,8 +118,9 @@ def _explain_composition_error(e: BaseException, overrides: list[str]) -> str:
         return f"cannot use overrides {overrides}: {first}"
     if isinstance(inner, ConfigAttributeError | ConfigKeyError):
         full_key = inner.full_key or ""
-        parent, _, leaf = full_key.rpartition(".")
-        return f"unknown config key '{full_key}'; valid keys{_under(parent)}: {', '.join(valid_keys(parent, overrides))}"
+        parent = full_key.rpartition(".")[0]
+        valid = ", ".join(valid_keys(parent, overrides))
+        return f"unknown config key '{full_key}'; valid keys{_under(parent)}: {valid}"
     return _omegaconf_message(inner)
 
 
@@ -141,7 +144,11 @@ def valid_keys(parent: str, overrides: list[str]) -> list[str]:
             node = agents.REGISTRY[choice].config
         else:
             node = {f.name: f for f in fields(RunConfig)}.get(head)
-            node = node.default_factory if node is not None and callable(node.default_factory) else None
+            node = (
+                node.default_factory
+                if node is not None and callable(node.default_factory)
+                else None
+            )
         if node is None:
             return [f.name for f in fields(RunConfig)]
     return [f.name for f in fields(node)]
@@ -226,7 +233,9 @@ def main(argv: list[str] | None = None) -> None:
             print(f"error: {e}", file=sys.stderr)
             sys.exit(EXIT_BAD_INPUT)
         except HydraException as e:
-            print(f"error: cannot parse overrides: {str(e).strip().splitlines()[0]}", file=sys.stderr)
+            print(
+                f"error: cannot parse overrides: {str(e).strip().splitlines()[0]}", file=sys.stderr
+            )
             sys.exit(EXIT_BAD_INPUT)
     else:
         register_configs()
