@@ -122,6 +122,59 @@ def zscore(x: Array) -> Array:
     return (x - x.mean()) / (x.std() + 1e-8)
 
 
+def shape_fitness(fitness: Array, method: str) -> Array:
+    return centered_ranks(fitness) if method == "centered_ranks" else zscore(fitness)
+
+
+def pair_noise(key: Key, pair: Array, num_params: int) -> Array:
+    """ε of one antithetic pair, regenerated from (generation key, pair index) on demand."""
+    return jax.random.normal(jax.random.fold_in(key, pair), (num_params,), jnp.float32)
+
+
+def noise_weighted_sum(weights: Array, key: Key, num_params: int, chunk: int) -> Array:
+    """Σ_i w_i ε_i over all pairs, regenerating ε `chunk` pairs at a time: memory stays
+    O(chunk × params) however large the population."""
+    n_pairs = weights.shape[0]
+    n_chunks = math.ceil(n_pairs / chunk)
+    padded = jnp.zeros((n_chunks * chunk,), jnp.float32).at[:n_pairs].set(weights)
+
+    def body(acc: Array, c: Array):
+        pairs = c * chunk + jnp.arange(chunk)
+        eps = jax.vmap(lambda p: pair_noise(key, p, num_params))(pairs)
+        return acc + jax.lax.dynamic_slice_in_dim(padded, c * chunk, chunk) @ eps, None
+
+    total, _ = jax.lax.scan(body, jnp.zeros((num_params,), jnp.float32), jnp.arange(n_chunks))
+    return total
+
+
+def es_gradient(
+    fitness: Array, key: Key, sigma: Array, method: str, num_params: int, chunk: int
+) -> Array:
+    """g = Σ_pairs (u₊ − u₋) ε / (pop · σ), u the shaped fitness; fitness is [pairs, 2] with
+    column 0 the +ε member. An ascent direction: the optimiser is handed −g."""
+    shaped = shape_fitness(fitness, method)
+    weights = shaped[:, 0] - shaped[:, 1]
+    return noise_weighted_sum(weights, key, num_params, chunk) / (fitness.size * sigma)
+
+
+def learning_rate_at(cfg: ESConfig, generation: Array) -> Array:
+    return jnp.maximum(cfg.learning_rate * cfg.lr_decay**generation, cfg.lr_min)
+
+
+def sigma_at(cfg: ESConfig, generation: Array) -> Array:
+    return jnp.maximum(cfg.sigma * cfg.sigma_decay**generation, cfg.sigma_min)
+
+
+def make_optimizer(cfg: ESConfig) -> optax.GradientTransformation:
+    """Adam with coupled L2 (added to the gradient before Adam, as OpenAI ES did) and an
+    exponentially decaying learning rate floored at `lr_min`."""
+    return optax.chain(
+        optax.add_decayed_weights(cfg.weight_decay) if cfg.weight_decay else optax.identity(),
+        optax.scale_by_adam(cfg.adam_b1, cfg.adam_b2, cfg.adam_eps),
+        optax.scale_by_learning_rate(partial(learning_rate_at, cfg)),
+    )
+
+
 def largest_divisor_at_most(n: int, limit: int) -> int:
     return max(d for d in range(1, min(n, max(limit, 1)) + 1) if n % d == 0)
 
@@ -144,20 +197,7 @@ def make_es(cfg: ESConfig, env: Env) -> Agent:
     eval_chunk = largest_divisor_at_most(local_pairs, int(chunk_bytes // (3 * 4 * num_params)))
     grad_chunk = max(1, min(n_pairs, int(chunk_bytes // (4 * num_params))))
 
-    def sigma_at(generation: Array) -> Array:
-        return jnp.maximum(cfg.sigma * cfg.sigma_decay**generation, cfg.sigma_min)
-
-    def lr_at(count: Array) -> Array:
-        return jnp.maximum(cfg.learning_rate * cfg.lr_decay**count, cfg.lr_min)
-
-    tx = optax.chain(
-        optax.add_decayed_weights(cfg.weight_decay) if cfg.weight_decay else optax.identity(),
-        optax.scale_by_adam(cfg.adam_b1, cfg.adam_b2, cfg.adam_eps),
-        optax.scale_by_learning_rate(lr_at),
-    )
-
-    def noise(key: Key, pair: Array) -> Array:
-        return jax.random.normal(jax.random.fold_in(key, pair), (num_params,), jnp.float32)
+    tx = make_optimizer(cfg)
 
     def policy(theta: Array, state: ESState):
         """The deterministic policy of one parameter vector, under the state's normalisers."""
@@ -181,7 +221,7 @@ def make_es(cfg: ESConfig, env: Env) -> Agent:
         return act
 
     def evaluate_pair(state: ESState, sigma: Array, noise_key: Key, env_key: Key, pair: Array):
-        eps = noise(noise_key, pair)
+        eps = pair_noise(noise_key, pair, num_params)
         pair_env_key = jax.random.fold_in(env_key, pair)  # both signs see the same episodes
 
         def member(sign: Array):
@@ -218,24 +258,9 @@ def make_es(cfg: ESConfig, env: Env) -> Agent:
             normalize.merge(stats, (0, 1)),
         )
 
-    def gradient(weights: Array, noise_key: Key) -> Array:
-        """Σ_i w_i ε_i with ε regenerated `grad_chunk` pairs at a time."""
-        n_chunks = math.ceil(n_pairs / grad_chunk)
-        padded = jnp.zeros((n_chunks * grad_chunk,), jnp.float32).at[:n_pairs].set(weights)
-
-        def body(acc: Array, c: Array):
-            pairs = c * grad_chunk + jnp.arange(grad_chunk)
-            eps = jax.vmap(partial(noise, noise_key))(pairs)
-            return acc + jax.lax.dynamic_slice_in_dim(
-                padded, c * grad_chunk, grad_chunk
-            ) @ eps, None
-
-        total, _ = jax.lax.scan(body, jnp.zeros((num_params,), jnp.float32), jnp.arange(n_chunks))
-        return total
-
     def generation(state: ESState, key: Key) -> tuple[ESState, Metrics]:
         noise_key, env_key = jax.random.split(key)
-        sigma = sigma_at(state.generation)
+        sigma = sigma_at(cfg, state.generation)
         fitness, counted, computed, stats = evaluate_local(state, sigma, noise_key, env_key)
         # Only scalars (and obs statistics, a few floats) leave the device.
         fitness = jax.lax.all_gather(fitness, AXIS, tiled=True)
@@ -243,10 +268,7 @@ def make_es(cfg: ESConfig, env: Env) -> Agent:
         computed = jax.lax.psum(computed, AXIS)
         stats = normalize.merge(jax.tree.map(lambda x: jax.lax.all_gather(x, AXIS), stats))
 
-        shaped = (
-            centered_ranks(fitness) if cfg.fitness_shaping == "centered_ranks" else zscore(fitness)
-        )
-        g = gradient(shaped[:, 0] - shaped[:, 1], noise_key) / (cfg.population_size * sigma)
+        g = es_gradient(fitness, noise_key, sigma, cfg.fitness_shaping, num_params, grad_chunk)
         updates, opt_state = tx.update(-g, state.opt_state, state.theta)
         theta = optax.apply_updates(state.theta, updates)
         obs_stats = (
@@ -263,7 +285,7 @@ def make_es(cfg: ESConfig, env: Env) -> Agent:
             "grad_norm": jnp.linalg.norm(g),
             "param_norm": jnp.linalg.norm(theta),
             "sigma": sigma,
-            "learning_rate": lr_at(state.generation),
+            "learning_rate": learning_rate_at(cfg, state.generation),
         }
         return new_state, metrics
 

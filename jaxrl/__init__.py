@@ -24,13 +24,15 @@ __all__ = ["Policy", "load", "train"]
 def train(*overrides: str, run_dir: str | Path | None = None) -> RunResult:
     """Train from Hydra-style overrides, exactly as the CLI would; returns the run's result."""
     from jaxrl.loop import train as train_loop
-    from jaxrl.run import compose
+    from jaxrl.run import compose, resolve_run
 
     cfg = compose(list(overrides))
     if run_dir is None:
         stamp = datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S-%f")
         run_dir = Path("runs") / cfg.agent.name / cfg.env.id / stamp
-    return train_loop(cfg, Path(run_dir))
+    elif not cfg.resume:
+        cfg = compose([*overrides, f"log.dir={run_dir}"])
+    return train_loop(*resolve_run(cfg, Path(run_dir)))
 
 
 class Policy:

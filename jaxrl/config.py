@@ -63,7 +63,9 @@ class EvalConfig:
 
 @dataclass(frozen=True)
 class LogConfig:
-    dir: str = "${hydra:runtime.output_dir}"
+    # Where the run writes everything; empty: Hydra's run dir (runs/<agent>/<env>/<time>) from
+    # the CLI, the same pattern from the Python API.
+    dir: str = ""
     tensorboard: bool = True
     progress: bool = True  # the live console display
 
@@ -89,7 +91,6 @@ class RunConfig:
     log: LogConfig = field(default_factory=LogConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     resume: str | None = None  # a run directory to continue
-    video: bool = False
 
     def __post_init__(self) -> None:
         require(self.num_seeds >= 1, f"num_seeds={self.num_seeds} must be >= 1")

@@ -36,7 +36,7 @@ class Carry(NamedTuple):
 class ChunkOutput(NamedTuple):
     metrics: dict[str, Array]  # [iterations] per metric
     eval_returns: Array  # [eval episodes]
-    finite: Array  # bool: parameters and metrics are all finite
+    finite: Array  # bool: parameters, metrics and eval returns are all finite
 
 
 @dataclass
@@ -51,7 +51,8 @@ class Trainer:
         self.progress_metrics = entry.progress_metrics
         self.env = envs.make(self.cfg.env)
         self.eval_env = self.env.with_num_envs(self.cfg.eval.episodes)
-        self.agent = entry.make(self.cfg.agent, self.env)
+        budget = {"total_env_steps": self.cfg.budget.env_steps} if entry.takes_budget else {}
+        self.agent = entry.make(self.cfg.agent, self.env, **budget)
         self.init = jax.jit(jax.vmap(self._init))
         self.chunk = jax.jit(jax.vmap(self._chunk))
 
@@ -74,6 +75,7 @@ class Trainer:
         key, eval_key = jax.random.split(carry.key)
         eval_returns = self.evaluate(carry.agent_state, eval_key)
         finite = jnp.all(jnp.isfinite(self.agent.params(carry.agent_state)))
+        finite &= jnp.all(jnp.isfinite(eval_returns))
         for value in metrics.values():
             finite &= jnp.all(jnp.isfinite(value))
         return carry._replace(key=key), ChunkOutput(metrics, eval_returns, finite)
@@ -166,7 +168,9 @@ def train(cfg: RunConfig, run_dir: Path) -> RunResult:
     compile_seconds = time.perf_counter() - t0
 
     status = "completed"
-    saved_iteration = progress.iteration if cfg.resume else -1
+    if not cfg.resume:  # so that even a run that fails at once leaves a good checkpoint
+        ckpt.save(0, carry, {"progress": progress.__dict__})
+    saved_iteration = progress.iteration
     chunks_done = 0
     try:
         with _StopRequest() as stop:
@@ -178,9 +182,9 @@ def train(cfg: RunConfig, run_dir: Path) -> RunResult:
                 if not np.all(out.finite):
                     bad = [s for s, ok in zip(seeds, out.finite, strict=True) if not ok]
                     display.message(
-                        f"error: non-finite parameters or metrics after iteration "
+                        f"error: non-finite parameters, metrics or eval returns after iteration "
                         f"{progress.iteration + cfg.eval.every} (seeds {bad}); stopped. "
-                        f"The last good checkpoint (iteration {max(saved_iteration, 0)}) is kept."
+                        f"The last good checkpoint (iteration {saved_iteration}) is kept."
                     )
                     status = "nan"
                     break

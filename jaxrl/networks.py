@@ -1,9 +1,11 @@
 """Network building blocks (flax.linen) shared by agents: MLPs with optional virtual batch norm,
-and the mapping from a network's output to an action."""
+the mapping from a network's output to an action, and the actor-critic networks (MLP or Nature CNN
+torsos, shared or separate) whose outputs `ActionHead` turns into action distributions."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import flax.linen as nn
 import jax
@@ -11,6 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrl.config import ConfigError
+from jaxrl.distributions import Categorical, DiagGaussian, Distribution, TanhGaussian
 from jaxrl.types import Array, Box, Discrete, Space
 
 ACTIVATIONS = {"tanh": jnp.tanh, "relu": jax.nn.relu, "elu": jax.nn.elu, "gelu": jax.nn.gelu}
@@ -86,3 +89,132 @@ def deterministic_action(output: Array, space: Space) -> Array:
         return jnp.argmax(output, axis=-1).astype(jnp.int32)
     low, high = jnp.asarray(space.low), jnp.asarray(space.high)
     return low + (jnp.tanh(output) + 1.0) * 0.5 * (high - low)
+
+
+TORSOS = ("auto", "mlp", "nature_cnn")
+
+
+class MLPTorso(nn.Module):
+    """Hidden layers only, orthogonally initialised with gain √2 (the PPO implementation detail)."""
+
+    hidden_sizes: Sequence[int]
+    activation: str = "tanh"
+
+    @nn.compact
+    def __call__(self, x: Array) -> Array:
+        act = activation(self.activation)
+        for size in self.hidden_sizes:
+            x = act(nn.Dense(size, kernel_init=nn.initializers.orthogonal(float(np.sqrt(2.0))))(x))
+        return x
+
+
+class NatureCNN(nn.Module):
+    """The DQN torso of Mnih et al. (2015): 8×8/4, 4×4/2, 3×3/1 convolutions and 512 units, on
+    [..., H, W, C] frames with values in [0, 255] (uint8 or float)."""
+
+    @nn.compact
+    def __call__(self, x: Array) -> Array:
+        init = nn.initializers.orthogonal(float(np.sqrt(2.0)))
+        x = x.astype(jnp.float32) / 255.0
+        for features, kernel, stride in ((32, 8, 4), (64, 4, 2), (64, 3, 1)):
+            conv = nn.Conv(features, (kernel, kernel), (stride, stride), "VALID", kernel_init=init)
+            x = jax.nn.relu(conv(x))
+        x = x.reshape((*x.shape[:-3], -1))
+        return jax.nn.relu(nn.Dense(512, kernel_init=init)(x))
+
+
+def resolve_torso(torso: str, obs_shape: tuple[int, ...], agent: str) -> str:
+    """ "auto" is the Nature CNN for image observations ([H, W, C]) and an MLP otherwise."""
+    if torso not in TORSOS:
+        raise ConfigError(f"agent.torso='{torso}' is not one of: {', '.join(TORSOS)}")
+    if torso == "auto":
+        return "nature_cnn" if len(obs_shape) == 3 else "mlp"
+    if torso == "nature_cnn" and len(obs_shape) != 3:
+        raise ConfigError(
+            f"agent '{agent}': torso=nature_cnn needs image observations [H, W, C]; "
+            f"got shape {obs_shape}"
+        )
+    return torso
+
+
+class ActorCritic(nn.Module):
+    """Policy outputs and a state value from one observation (or a batch of them).
+
+    Returns (policy outputs, value): the outputs are (logits,) for a discrete head and
+    (mean, log_std) for a Gaussian one, whose log-std is a state-independent parameter. Torsos
+    are shared or separate (separate is the usual choice for MLPs, shared for CNNs). The policy
+    layer starts at gain 0.01, so the initial policy is near uniform / near zero mean.
+    """
+
+    action_size: int
+    continuous: bool
+    hidden_sizes: Sequence[int] = (64, 64)
+    activation: str = "tanh"
+    torso: str = "mlp"  # "mlp" or "nature_cnn" (resolved by `resolve_torso`)
+    shared_torso: bool = False
+    log_std_init: float = 0.0
+
+    def _torso(self, name: str) -> nn.Module:
+        if self.torso == "nature_cnn":
+            return NatureCNN(name=name)
+        return MLPTorso(self.hidden_sizes, self.activation, name=name)
+
+    @nn.compact
+    def __call__(self, obs: Array) -> tuple[tuple[Array, ...], Array]:
+        actor_features = self._torso("actor_torso" if not self.shared_torso else "torso")(obs)
+        critic_features = actor_features if self.shared_torso else self._torso("critic_torso")(obs)
+        out = nn.Dense(self.action_size, kernel_init=nn.initializers.orthogonal(0.01))(
+            actor_features
+        )
+        value = nn.Dense(1, kernel_init=nn.initializers.orthogonal(1.0))(critic_features)[..., 0]
+        if not self.continuous:
+            return (out,), value
+        log_std = self.param(
+            "log_std", nn.initializers.constant(self.log_std_init), (self.action_size,)
+        )
+        return (out, jnp.broadcast_to(log_std, out.shape)), value
+
+
+@dataclass(frozen=True)
+class ActionHead:
+    """How network outputs become a distribution over an env's actions."""
+
+    space: Space
+    squash: bool  # tanh-squash Gaussian samples into the Box (else clip them)
+
+    @property
+    def continuous(self) -> bool:
+        return isinstance(self.space, Box)
+
+    @property
+    def size(self) -> int:
+        return self.space.shape[0] if isinstance(self.space, Box) else self.space.n
+
+    def distribution(self, outputs: tuple[Array, ...]) -> Distribution:
+        if isinstance(self.space, Discrete):
+            return Categorical(*outputs)
+        low, high = jnp.asarray(self.space.low), jnp.asarray(self.space.high)
+        kind = TanhGaussian if self.squash else DiagGaussian
+        return kind(outputs[0], outputs[1], low, high)
+
+
+def action_head(space: Space, squash: bool, agent: str) -> ActionHead:
+    """Categorical for Discrete, (tanh-)Gaussian for flat Box; what cannot work is refused here,
+    before anything compiles."""
+    if isinstance(space, Discrete):
+        if squash:
+            raise ConfigError(
+                f"agent '{agent}': squash_actions=true applies to Box action spaces; this env "
+                f"has {space.n} discrete actions (set agent.squash_actions=false)"
+            )
+        return ActionHead(space, False)
+    if isinstance(space, Box) and len(space.shape) == 1:
+        if squash and not space.bounded:
+            raise ConfigError(
+                f"agent '{agent}': squash_actions=true needs a bounded Box to squash into; got "
+                f"low={space.low.tolist()} high={space.high.tolist()}"
+            )
+        return ActionHead(space, squash)
+    raise ConfigError(
+        f"agent '{agent}' supports Discrete and flat (1-D) Box action spaces; got {space}"
+    )

@@ -23,7 +23,9 @@ class RunningStats(NamedTuple):
     @property
     def var(self) -> Array:
         """Population variance; 1 until two samples are seen, so normalising is a no-op at start."""
-        return jnp.where(self.count > 1, self.m2 / jnp.maximum(self.count, 1.0), 1.0)
+        # Batched stats (count[B], m2[B, ...]): align count with m2's leading axes.
+        count = self.count.reshape(self.count.shape + (1,) * (self.m2.ndim - self.count.ndim))
+        return jnp.where(count > 1, self.m2 / jnp.maximum(count, 1.0), 1.0)
 
 
 def init(shape: tuple[int, ...]) -> RunningStats:

@@ -28,3 +28,13 @@ def mesh_for(num_items: int, axis: str) -> Mesh:
     """A 1-D mesh over as many local devices as evenly share `num_items`."""
     d = usable_device_count(num_items)
     return jax.make_mesh((d,), (axis,), devices=jax.local_devices()[:d])
+
+
+def data_mesh(num_items: int, axis: str) -> Mesh:
+    """Like `mesh_for`, with an Auto-typed axis: data-parallel code shards arrays that reach it
+    unsharded (the Trainer's `jit(vmap(...))` hands in plain arrays), which an Explicit axis —
+    `jax.make_mesh`'s default — refuses in `shard_map`'s in_specs."""
+    d = usable_device_count(num_items)
+    return jax.make_mesh(
+        (d,), (axis,), axis_types=(jax.sharding.AxisType.Auto,), devices=jax.local_devices()[:d]
+    )

@@ -41,7 +41,9 @@ def register_configs() -> None:
     for name, entry in agents.REGISTRY.items():
         cs.store(group="schema/agent", name=name, node=_schema(entry.config))
     for env_id in envs.registered():
-        cs.store(group="env", name=env_id, node=_schema(EnvConfig(id=env_id)))
+        # `brax/hopper` is option `hopper` of the nested group `env/brax`.
+        group, _, name = f"env/{env_id}".rpartition("/")
+        cs.store(group=group, name=name, node=_schema(envs.config_for(env_id)))
 
 
 def _schema(obj: Any) -> DictConfig:
@@ -142,6 +144,9 @@ def valid_keys(parent: str, overrides: list[str]) -> list[str]:
         if head == "agent":
             choice = next((o.split("=", 1)[1] for o in overrides if o.startswith("agent=")), "es")
             node = agents.REGISTRY[choice].config
+        elif head == "env":
+            choice = next((o.split("=", 1)[1] for o in overrides if o.startswith("env=")), None)
+            node = type(envs.config_for(choice)) if choice in envs.registered() else EnvConfig
         else:
             node = {f.name: f for f in fields(RunConfig)}.get(head)
             node = (
@@ -154,10 +159,14 @@ def valid_keys(parent: str, overrides: list[str]) -> list[str]:
     return [f.name for f in fields(node)]
 
 
-def run_dir_for(cfg: RunConfig) -> Path:
-    if cfg.log.dir and not cfg.log.dir.startswith("${"):
-        return Path(cfg.log.dir)
-    return Path(HydraConfig.get().runtime.output_dir)
+def resolve_run(cfg: RunConfig, default_dir: Path | None = None) -> tuple[RunConfig, Path]:
+    """The config and directory to train: a resumed run's own, else `log.dir`, else the default
+    (Hydra's run dir from the CLI)."""
+    if cfg.resume:
+        return resumed_config(cfg.resume), Path(cfg.resume)
+    if cfg.log.dir:
+        return cfg, Path(cfg.log.dir)
+    return cfg, default_dir or Path(HydraConfig.get().runtime.output_dir)
 
 
 def resumed_config(run_dir: str) -> RunConfig:
@@ -207,13 +216,7 @@ def _execute(run_cfg: RunConfig, run_dir: Path) -> int:
 @hydra.main(config_path="conf", config_name="config", version_base="1.3")
 def _hydra_main(cfg: DictConfig) -> None:
     try:
-        run_cfg = to_run_config(cfg)
-        if run_cfg.resume:
-            run_cfg = resumed_config(run_cfg.resume)
-            run_dir = Path(run_cfg.resume)
-        else:
-            run_dir = run_dir_for(run_cfg)
-        code = _execute(run_cfg, run_dir)
+        code = _execute(*resolve_run(to_run_config(cfg)))
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         code = EXIT_BAD_INPUT

@@ -1,0 +1,428 @@
+"""The on-policy machinery PPO, A2C and REINFORCE share; they differ only in their per-sample loss.
+
+One iteration (`train_step`) is: a `lax.scan` rollout of the persistent env batch storing the
+true successor (`final_obs`) of every step; running observation / discounted-return statistics
+(Welford, merged over devices); GAE(λ) advantages in which truncated steps bootstrap from
+V(final_obs) and terminated ones from nothing (λ = 1 gives n-step / Monte-Carlo returns); then
+`epochs` passes over `minibatches` shuffled minibatches, one optimiser step each.
+
+Devices: the env batch is sharded over a 1-D mesh with `shard_map`. Each device keeps its slice of
+envs, draws per-env random keys from the same global split, and the same minibatch time indices,
+so the result does not depend on the device count. A loss is a local sum divided by the *global*
+number of samples, its gradient summed over devices (`psum`): that is the gradient of the global
+mean, not N times it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+from jax.sharding import PartitionSpec as P
+
+from jaxrl import normalize, parallel
+from jaxrl.config import require
+from jaxrl.distributions import Distribution
+from jaxrl.env import Env
+from jaxrl.networks import ACTIVATIONS, ActorCritic, action_head, resolve_torso
+from jaxrl.normalize import RunningStats
+from jaxrl.types import Agent, Array, Key, PyTree, Transition
+
+AXIS = "envs"
+STD_EPS = 1e-8
+
+
+@dataclass(frozen=True)
+class OnPolicyConfig:
+    """Hyperparameters every on-policy agent has; agents subclass it with their own defaults."""
+
+    name: str = "onpolicy"
+    learning_rate: float = 3e-4
+    anneal_lr: bool = True  # linearly to 0 over the run's env-step budget
+    max_grad_norm: float = 0.5  # global-norm gradient clipping; 0 turns it off
+    adam_eps: float = 1e-5
+    gamma: float = 0.99
+    vf_coef: float = 0.5
+    ent_coef: float = 0.01
+    normalize_advantages: bool = True  # per minibatch
+    hidden_sizes: tuple[int, ...] = (64, 64)
+    activation: str = "tanh"
+    torso: str = "auto"  # auto: Nature CNN for [H, W, C] observations, MLP otherwise
+    shared_torso: bool = False
+    squash_actions: bool = False  # Box actions: tanh-squash (True) or clip (False) the Gaussian
+    log_std_init: float = 0.0
+    obs_normalization: bool = True  # vector observations; images are scaled by the CNN instead
+    obs_clip: float = 10.0
+    return_normalization: bool = True  # scale rewards by the std of the discounted return
+    reward_clip: float = 10.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "hidden_sizes", tuple(self.hidden_sizes))
+        require(self.learning_rate > 0, f"agent.learning_rate={self.learning_rate} must be > 0")
+        require(self.max_grad_norm >= 0, f"agent.max_grad_norm={self.max_grad_norm} must be >= 0")
+        require(self.adam_eps > 0, f"agent.adam_eps={self.adam_eps} must be > 0")
+        require(0 <= self.gamma <= 1, f"agent.gamma={self.gamma} must be in [0, 1]")
+        require(self.vf_coef >= 0, f"agent.vf_coef={self.vf_coef} must be >= 0")
+        require(self.ent_coef >= 0, f"agent.ent_coef={self.ent_coef} must be >= 0")
+        require(
+            len(self.hidden_sizes) >= 1 and all(h >= 1 for h in self.hidden_sizes),
+            f"agent.hidden_sizes={list(self.hidden_sizes)} must be one or more positive sizes",
+        )
+        require(
+            self.activation in ACTIVATIONS,
+            f"agent.activation='{self.activation}' is not one of: {', '.join(ACTIVATIONS)}",
+        )
+        require(self.obs_clip > 0, f"agent.obs_clip={self.obs_clip} must be > 0")
+        require(self.reward_clip > 0, f"agent.reward_clip={self.reward_clip} must be > 0")
+
+
+class Sample(NamedTuple):
+    """One (time, env) entry of the update batch, as a loss sees it."""
+
+    obs: Array
+    raw_action: Array  # the distribution's sample (before clipping / squashing)
+    log_prob: Array  # under the policy that acted
+    value: Array  # V(obs) under the critic that acted
+    advantage: Array
+    target: Array  # value target: advantage + value
+
+
+# (distribution, value, sample) -> (per-sample loss, per-sample metrics)
+SampleLoss = Callable[[Distribution, Array, Sample], tuple[Array, dict[str, Array]]]
+
+
+class Algorithm(NamedTuple):
+    """What makes an on-policy agent itself."""
+
+    loss: SampleLoss
+    num_steps: int | None  # rollout length per env; None: every env runs one whole episode
+    gae_lambda: float = 1.0
+    epochs: int = 1
+    minibatches: int = 1
+    critic: bool = True  # False: no value function, advantages are plain returns
+    mean_baseline: bool = False  # subtract the batch mean of the returns (critic-free baseline)
+
+
+class OnPolicyState(NamedTuple):
+    params: PyTree
+    opt_state: optax.OptState
+    obs_stats: RunningStats
+    return_stats: RunningStats  # of the discounted return, for reward scaling
+    discounted_return: Array  # float32[num_envs], running per env; sharded with the env batch
+    env_steps: Array  # float32: steps consumed so far, for learning-rate annealing
+
+
+class Rollout(NamedTuple):
+    """[T, envs] arrays of one rollout."""
+
+    transition: Transition
+    raw_action: Array
+    log_prob: Array
+    value: Array
+    valid: Array  # bool: the step counted (False once an env's episode ended, episodic mode)
+    discounted_return: Array  # the running discounted return after each step
+    episode_return: Array  # of the episode that ended at the step; used where `episode_done`
+    episode_done: Array
+
+
+def gae(
+    rewards: Array,
+    values: Array,
+    next_values: Array,
+    terminated: Array,
+    truncated: Array,
+    gamma: float,
+    lam: float,
+) -> tuple[Array, Array]:
+    """GAE(λ) over time-major [T, ...] arrays; returns (advantages, value targets).
+
+    `next_values[t]` is V of the true successor of step t (the final observation where the
+    episode ended). Terminated steps do not bootstrap; truncated ones do, from V(final_obs); both
+    cut the λ-recursion, since the next stored step belongs to a new episode. The last step
+    bootstraps from V of the observation after the rollout. λ = 1 gives n-step returns.
+    """
+    terminated = terminated.astype(jnp.float32)
+    done = jnp.maximum(terminated, truncated.astype(jnp.float32))
+    deltas = rewards + gamma * (1.0 - terminated) * next_values - values
+
+    def backward(next_advantage: Array, x: tuple[Array, Array]) -> tuple[Array, Array]:
+        delta, not_done = x
+        advantage = delta + gamma * lam * not_done * next_advantage
+        return advantage, advantage
+
+    _, advantages = jax.lax.scan(
+        backward, jnp.zeros_like(values[0]), (deltas, 1.0 - done), reverse=True
+    )
+    return advantages, advantages + values
+
+
+def shuffled_minibatches(tree: PyTree, key: Key, num_minibatches: int) -> PyTree:
+    """[T, envs, ...] leaves -> [M, T/M, envs, ...]: the same random time indices for every env,
+    so every device draws the same minibatches from its own envs."""
+    steps = jax.tree.leaves(tree)[0].shape[0]
+    perm = jax.random.permutation(key, steps)
+    return jax.tree.map(
+        lambda x: x[perm].reshape(num_minibatches, steps // num_minibatches, *x.shape[1:]), tree
+    )
+
+
+def masked_stats(x: Array, valid: Array) -> RunningStats:
+    """Welford statistics of the valid entries of x ([*batch, *features], valid [*batch]),
+    merged over the device axis."""
+    w = valid.reshape(valid.shape + (1,) * (x.ndim - valid.ndim)).astype(jnp.float32)
+    axes = tuple(range(valid.ndim))
+    count = valid.sum().astype(jnp.float32)
+    mean = (w * x).sum(axes) / jnp.maximum(count, 1.0)
+    m2 = (w * (x - mean) ** 2).sum(axes)
+    local = RunningStats(count, mean, m2)
+    return normalize.merge(jax.tree.map(lambda a: jax.lax.all_gather(a, AXIS), local))
+
+
+def global_mean(x: Array, valid: Array) -> Array:
+    w = valid.astype(jnp.float32)
+    return jax.lax.psum((w * x).sum(), AXIS) / jnp.maximum(jax.lax.psum(w.sum(), AXIS), 1.0)
+
+
+def make_on_policy(
+    cfg: OnPolicyConfig, env: Env, algorithm: Algorithm, total_env_steps: float
+) -> Agent:
+    """An `Agent` running `algorithm` on `env`'s batch; `total_env_steps` (the run's budget)
+    sets the learning-rate annealing horizon. Bad combinations raise ConfigError here."""
+    spec = env.spec
+    obs_shape = spec.observation_space.shape
+    head = action_head(spec.action_space, cfg.squash_actions, cfg.name)
+    torso = resolve_torso(cfg.torso, obs_shape, cfg.name)
+    net = ActorCritic(
+        head.size,
+        head.continuous,
+        cfg.hidden_sizes,
+        cfg.activation,
+        torso,
+        cfg.shared_torso,
+        cfg.log_std_init,
+    )
+    normalize_obs = cfg.obs_normalization and torso == "mlp"
+    num_envs = spec.num_envs
+    episodic = algorithm.num_steps is None
+    num_steps = spec.max_episode_steps if episodic else algorithm.num_steps
+    # A minibatch is num_steps/minibatches time steps of every env, so it splits over devices
+    # with the env batch; configs check this too, with their own key names.
+    require(
+        num_steps % algorithm.minibatches == 0,
+        f"{algorithm.minibatches} minibatches must divide the rollout length {num_steps}",
+    )
+    # Host envs are one handle for the whole pool: no per-env steps, no sharding.
+    mesh = parallel.data_mesh(num_envs if spec.vmappable else 1, AXIS)
+    local_envs = num_envs // mesh.devices.size
+    single_env = env.with_num_envs(1) if spec.vmappable else env
+
+    tx = optax.chain(
+        optax.clip_by_global_norm(cfg.max_grad_norm) if cfg.max_grad_norm else optax.identity(),
+        optax.scale_by_adam(eps=cfg.adam_eps),
+    )
+
+    def forward(params: PyTree, obs_stats: RunningStats, obs: Array) -> tuple[Distribution, Array]:
+        """The policy and value of one observation."""
+        if normalize_obs:
+            obs = normalize.normalize(obs_stats, obs, cfg.obs_clip)
+        outputs, value = net.apply(params, obs)
+        return head.distribution(outputs), value
+
+    def local_keys(key: Key) -> Array:
+        """This device's slice of one key per env of the whole batch."""
+        first = jax.lax.axis_index(AXIS) * local_envs
+        return jax.lax.dynamic_slice_in_dim(jax.random.split(key, num_envs), first, local_envs)
+
+    def env_step(env_state: PyTree, action: Array, keys: Array) -> tuple[PyTree, Any]:
+        if not spec.vmappable:
+            return env.step(env_state, action, keys[0])
+
+        def one(state, a, k):
+            state, ts = single_env.step(jax.tree.map(lambda x: x[None], state), a[None], k)
+            return jax.tree.map(lambda x: x[0], (state, ts))
+
+        return jax.vmap(one)(env_state, action, keys)
+
+    def rollout(state: OnPolicyState, env_state: PyTree, key: Key) -> tuple[PyTree, Rollout, Array]:
+        """`num_steps` steps of every env; returns the env state, the steps and the running
+        discounted returns."""
+        vector_state, last_ts = env_state
+
+        def act_one(obs: Array, k: Key):
+            dist, value = forward(state.params, state.obs_stats, obs)
+            raw = dist.sample(k)
+            return raw, dist.log_prob(raw), dist.env_action(raw), value
+
+        def body(carry, step_key):
+            vector_state, ts, alive, discounted = carry
+            keys = jax.vmap(jax.random.split)(local_keys(step_key))
+            raw, log_prob, action, value = jax.vmap(act_one)(ts.obs, keys[:, 0])
+            next_state, next_ts = env_step(vector_state, action, keys[:, 1])
+            done = next_ts.terminated | next_ts.truncated
+            discounted = discounted * cfg.gamma + next_ts.reward
+            step = Rollout(
+                Transition(
+                    ts.obs,
+                    action,
+                    next_ts.reward,
+                    next_ts.terminated,
+                    next_ts.truncated,
+                    next_ts.final_obs,
+                ),
+                raw,
+                log_prob,
+                value,
+                alive,
+                discounted,
+                next_ts.info["episode_return"],
+                next_ts.info["episode_done"] & alive,
+            )
+            discounted = jnp.where(done, 0.0, discounted)
+            if episodic:  # an env whose episode ended waits at its next start
+                keep = lambda new, old: jnp.where(
+                    alive.reshape(alive.shape + (1,) * (new.ndim - 1)), new, old
+                )
+                next_state = jax.tree.map(keep, next_state, vector_state)
+                next_ts = jax.tree.map(keep, next_ts, ts)
+                alive = alive & ~done
+            return (next_state, next_ts, alive, discounted), step
+
+        alive = jnp.ones((local_envs,), bool)
+        carry = (vector_state, last_ts, alive, state.discounted_return)
+        (vector_state, last_ts, _, discounted), steps = jax.lax.scan(
+            body, carry, jax.random.split(key, num_steps)
+        )
+        return (vector_state, last_ts), steps, discounted
+
+    def learning_rate(env_steps: Array) -> Array:
+        if not cfg.anneal_lr:
+            return jnp.asarray(cfg.learning_rate, jnp.float32)
+        return cfg.learning_rate * jnp.maximum(1.0 - env_steps / total_env_steps, 0.0)
+
+    def samples_of(state: OnPolicyState, ro: Rollout, return_stats: RunningStats) -> Sample:
+        t = ro.transition
+        reward = t.reward
+        if cfg.return_normalization:
+            reward = jnp.clip(
+                reward / jnp.sqrt(return_stats.var + STD_EPS), -cfg.reward_clip, cfg.reward_clip
+            )
+        if algorithm.critic:
+            values = ro.value
+            next_values = jax.vmap(
+                jax.vmap(lambda o: forward(state.params, state.obs_stats, o)[1])
+            )(t.next_obs)
+        else:
+            values = next_values = jnp.zeros_like(reward)
+        advantages, targets = gae(
+            reward, values, next_values, t.terminated, t.truncated, cfg.gamma, algorithm.gae_lambda
+        )
+        if algorithm.mean_baseline:
+            advantages = advantages - global_mean(advantages, ro.valid)
+        return Sample(t.obs, ro.raw_action, ro.log_prob, values, advantages, targets)
+
+    def minibatch_loss(params, obs_stats, batch: Sample, valid: Array, count: Array):
+        dist_value = jax.vmap(lambda o: forward(params, obs_stats, o))
+        dist, value = dist_value(batch.obs)
+        per_sample, metrics = jax.vmap(algorithm.loss)(dist, value, batch)
+        w = valid.astype(jnp.float32)
+        local_mean = lambda x: (w * x).sum() / count  # summed over devices: the global mean
+        return local_mean(per_sample), jax.tree.map(local_mean, metrics)
+
+    def update(state: OnPolicyState, samples: Sample, valid: Array, key: Key, lr: Array):
+        def minibatch_step(carry, minibatch):
+            params, opt_state = carry
+            batch, mb_valid = jax.tree.map(lambda x: x.reshape(-1, *x.shape[2:]), minibatch)
+            if cfg.normalize_advantages:
+                mean = global_mean(batch.advantage, mb_valid)
+                std = jnp.sqrt(global_mean((batch.advantage - mean) ** 2, mb_valid))
+                batch = batch._replace(advantage=(batch.advantage - mean) / (std + STD_EPS))
+            count = jnp.maximum(jax.lax.psum(mb_valid.sum().astype(jnp.float32), AXIS), 1.0)
+            (loss, metrics), grads = jax.value_and_grad(minibatch_loss, has_aux=True)(
+                params, state.obs_stats, batch, mb_valid, count
+            )
+            grads, loss, metrics = jax.lax.psum((grads, loss, metrics), AXIS)
+            updates, opt_state = tx.update(grads, opt_state, params)
+            params = optax.apply_updates(params, jax.tree.map(lambda u: -lr * u, updates))
+            metrics = {**metrics, "loss": loss, "grad_norm": optax.global_norm(grads)}
+            return (params, opt_state), metrics
+
+        def epoch(carry, epoch_key):
+            minibatches = shuffled_minibatches((samples, valid), epoch_key, algorithm.minibatches)
+            return jax.lax.scan(minibatch_step, carry, minibatches)
+
+        (params, opt_state), metrics = jax.lax.scan(
+            epoch, (state.params, state.opt_state), jax.random.split(key, algorithm.epochs)
+        )
+        return params, opt_state, jax.tree.map(jnp.mean, metrics)
+
+    def iteration(state: OnPolicyState, env_state: PyTree, key: Key):
+        rollout_key, update_key = jax.random.split(key)
+        env_state, ro, discounted = rollout(state, env_state, rollout_key)
+        return_stats = state.return_stats
+        if cfg.return_normalization:
+            return_stats = normalize.combine(
+                return_stats, masked_stats(ro.discounted_return, ro.valid)
+            )
+        samples = samples_of(state, ro, return_stats)
+        lr = learning_rate(state.env_steps)
+        params, opt_state, metrics = update(state, samples, ro.valid, update_key, lr)
+        obs_stats = state.obs_stats
+        if normalize_obs:  # after the update, so the update saw the statistics the rollout used
+            obs_stats = normalize.combine(obs_stats, masked_stats(ro.transition.obs, ro.valid))
+        steps = jax.lax.psum(ro.valid.sum(), AXIS)
+        episodes = jax.lax.psum(ro.episode_done.sum(), AXIS)
+        returns = jax.lax.psum(jnp.where(ro.episode_done, ro.episode_return, 0.0).sum(), AXIS)
+        new_state = OnPolicyState(
+            params, opt_state, obs_stats, return_stats, discounted, state.env_steps + steps
+        )
+        metrics = {
+            **metrics,
+            "env_steps": steps,
+            "env_steps_computed": jnp.asarray(num_steps * num_envs, jnp.int32),
+            "episodes": episodes,
+            # 0 when no episode ended during the rollout (a NaN would stop the run)
+            "episode_return": returns / jnp.maximum(episodes, 1),
+            "learning_rate": lr,
+        }
+        return new_state, env_state, metrics
+
+    env_spec = P(AXIS) if spec.vmappable else P()
+    state_spec = OnPolicyState(P(), P(), P(), P(), env_spec, P())
+    # check_vma=False: gradients are summed over devices explicitly (see the module docstring).
+    sharded_iteration = jax.shard_map(
+        iteration,
+        mesh=mesh,
+        in_specs=(state_spec, env_spec, P()),
+        out_specs=(state_spec, env_spec, P()),
+        check_vma=False,
+    )
+
+    def init(key: Key) -> OnPolicyState:
+        params = net.init(key, jnp.zeros(obs_shape, spec.observation_space.dtype))
+        return OnPolicyState(
+            params=params,
+            opt_state=tx.init(params),
+            obs_stats=normalize.init(obs_shape),
+            return_stats=normalize.init(()),
+            discounted_return=jnp.zeros((num_envs,), jnp.float32),
+            env_steps=jnp.zeros((), jnp.float32),
+        )
+
+    def act(state: OnPolicyState, obs: Array, key: Key, deterministic: bool = False) -> Array:
+        def one(o: Array, k: Key) -> Array:
+            dist, _ = forward(state.params, state.obs_stats, o)
+            return dist.env_action(dist.mode() if deterministic else dist.sample(k))
+
+        return jax.vmap(one)(obs, jax.random.split(key, obs.shape[0]))
+
+    def train_step(state: OnPolicyState, env_state: PyTree, key: Key):
+        return sharded_iteration(state, env_state, key)
+
+    def flat_params(state: OnPolicyState) -> Array:
+        return jnp.concatenate([jnp.ravel(x) for x in jax.tree.leaves(state.params)])
+
+    return Agent(init=init, act=act, train_step=train_step, params=flat_params)

@@ -1,0 +1,8 @@
+"""Suite-wide settings. The persistent XLA cache is the CLI's own: a run of the same program
+(resume tests, repeated configs, a second suite run) loads its executable instead of compiling."""
+
+from __future__ import annotations
+
+from jaxrl.run import enable_compilation_cache
+
+enable_compilation_cache()
