@@ -1,0 +1,70 @@
+"""ES population sharding: 4 forced CPU devices give the same update as 1 device.
+
+Each device count needs its own process (XLA_FLAGS is read at JAX start-up); the runs are guarded
+by a timeout because DESIGN.md §7 records multi-device CPU runs that hung.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+SCRIPT = """
+import json, jax, jax.numpy as jnp
+import envs
+from agents.es import ESConfig, make_es
+from jaxrl.config import EnvConfig
+
+env = envs.make(EnvConfig("CartPole-v1"))
+agent = make_es(ESConfig(population_size=16, episodes_per_member=2, hidden_sizes=(16,)), env)
+step = jax.jit(agent.train_step)
+out = {"devices": jax.device_count()}
+state = agent.init(jax.random.PRNGKey(0))
+for g in range(2):
+    state, _, metrics = step(state, None, jax.random.PRNGKey(10 + g))
+out["theta"] = state.theta.tolist()
+out["fitness_mean"] = float(metrics["fitness_mean"])
+out["obs_count"] = float(state.obs_stats.count)
+# Two seeds vmapped over the sharded generation (the case DESIGN.md warns can hang).
+states = jax.vmap(agent.init)(jax.random.split(jax.random.PRNGKey(1), 2))
+states, _, _ = jax.jit(jax.vmap(agent.train_step, in_axes=(0, None, 0)))(
+    states, None, jax.random.split(jax.random.PRNGKey(2), 2)
+)
+out["seeds_theta"] = states.theta.tolist()
+print("RESULT " + json.dumps(out))
+"""
+
+
+def run_with_devices(n: int) -> dict:
+    env = {**os.environ, "XLA_FLAGS": f"--xla_force_host_platform_device_count={n}"}
+    result = subprocess.run(
+        [sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=240, env=env
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    line = next(x for x in result.stdout.splitlines() if x.startswith("RESULT "))
+    return json.loads(line.removeprefix("RESULT "))
+
+
+@pytest.fixture(scope="module")
+def one_and_four() -> tuple[dict, dict]:
+    return run_with_devices(1), run_with_devices(4)
+
+
+def test_four_devices_give_the_same_update_as_one(one_and_four) -> None:
+    one, four = one_and_four
+    assert (one["devices"], four["devices"]) == (1, 4)
+    assert one["fitness_mean"] == four["fitness_mean"]
+    assert one["obs_count"] == four["obs_count"]
+    np.testing.assert_allclose(four["theta"], one["theta"], rtol=1e-5, atol=1e-6)
+
+
+def test_vmapped_seeds_over_sharded_population(one_and_four) -> None:
+    one, four = one_and_four
+    np.testing.assert_allclose(four["seeds_theta"], one["seeds_theta"], rtol=1e-5, atol=1e-6)
+    seeds = np.asarray(one["seeds_theta"])
+    assert not np.allclose(seeds[0], seeds[1])
