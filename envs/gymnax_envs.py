@@ -38,6 +38,9 @@ def _space(space: object) -> Space:
 def make_gymnax(name: str, num_envs: int, max_episode_steps: int | None) -> VectorEnv:
     """Wrap gymnax's `step_env`/`reset_env` (no gymnax auto-reset) into our VectorEnv."""
     env, params = gymnax.make(name)
+    # Older gymnax releases fold `time >= max_steps_in_episode` into `step_env`'s done flag, which
+    # would report our time limit as a termination; lift that cap out of reach, VectorEnv truncates.
+    params = params.replace(max_steps_in_episode=np.iinfo(np.int32).max)
     action_space = _space(env.action_space(params))
     observation_space = _space(env.observation_space(params))
     assert isinstance(observation_space, Box)

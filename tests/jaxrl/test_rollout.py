@@ -1,0 +1,118 @@
+"""run_episodes: one episode per env, counted exactly, on a deterministic toy env.
+
+The toy env adds the action to a counter, pays 1 + the new counter and terminates once the
+counter reaches 10; the policy gives each env a fixed increment, so every return, length, loop
+count and acted-on observation can be written down by hand.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import envs
+from jaxrl.config import EnvConfig
+from jaxrl.env import EnvCore, VectorEnv, random_actions
+from jaxrl.rollout import Episodes, run_episodes
+from jaxrl.types import Array, Box, Discrete, EnvSpec, Key
+
+
+def _obs(count: Array) -> Array:
+    return jnp.stack([count, 2.0 * count + 1.0])
+
+
+def _reset(key: Key) -> tuple[Array, Array]:
+    count = jnp.zeros((), jnp.float32)
+    return count, _obs(count)
+
+
+def _step(key: Key, count: Array, action: Array) -> tuple[Array, Array, Array, Array]:
+    count = count + action.astype(jnp.float32)
+    return count, _obs(count), 1.0 + count, count >= 10.0
+
+
+def _toy_env(num_envs: int, max_episode_steps: int) -> VectorEnv:
+    spec = EnvSpec(
+        name="Toy",
+        family="jax",
+        observation_space=Box(np.full(2, -np.inf), np.full(2, np.inf), (2,)),
+        action_space=Discrete(6),
+        num_envs=num_envs,
+        max_episode_steps=max_episode_steps,
+    )
+    return VectorEnv(EnvCore(_reset, _step), spec)
+
+
+@cache
+def _run_toy(increments: tuple[int, ...], max_episode_steps: int) -> Episodes:
+    """run_episodes under jit with the fixed per-env increments as the policy."""
+    env = _toy_env(len(increments), max_episode_steps)
+    action = jnp.asarray(increments, jnp.int32)
+    run = jax.jit(lambda key: run_episodes(env, lambda obs, k: action, key))
+    return jax.device_get(run(jax.random.key(0)))
+
+
+def _acted_on(increments: tuple[int, ...], lengths: list[int]) -> np.ndarray:
+    """The observations each env acted on in its first episode: counters 0, a, 2a, ..."""
+    counts = np.concatenate([np.arange(n) * a for a, n in zip(increments, lengths, strict=True)])
+    return np.stack([counts, 2.0 * counts + 1.0], axis=1)
+
+
+def _assert_stats(episodes: Episodes, samples: np.ndarray) -> None:
+    stats = episodes.obs_stats
+    assert float(stats.count) == len(samples)
+    np.testing.assert_allclose(stats.mean, samples.mean(0), rtol=1e-5)
+    np.testing.assert_allclose(stats.m2 / stats.count, samples.var(0), rtol=1e-5)
+
+
+def test_returns_lengths_and_truncation() -> None:
+    """Increments (1, 2, 5, 0) with a limit of 12. By hand:
+    env 0: counters 1..10 -> 10 steps, return 10 + (1 + ... + 10) = 65
+    env 1: 2, 4, ..., 10  ->  5 steps, return 5 + 30 = 35
+    env 2: 5, 10          ->  2 steps, return 2 + 15 = 17
+    env 3: stays 0        -> truncated after 12 steps, return 12.
+    The loop runs 12 times (env 3 keeps it going), so 12 * 4 = 48 steps are computed, including
+    the ones envs 0-2 spend in later episodes, which must count neither toward returns nor stats.
+    """
+    inc = (1, 2, 5, 0)
+    ep = _run_toy(inc, 12)
+    np.testing.assert_array_equal(ep.returns, [65.0, 35.0, 17.0, 12.0])
+    np.testing.assert_array_equal(ep.lengths, [10, 5, 2, 12])
+    assert ep.returns.dtype == np.float32 and ep.lengths.dtype == np.int32
+    assert int(ep.steps_computed) == 48
+    _assert_stats(ep, _acted_on(inc, [10, 5, 2, 12]))
+
+
+def test_stops_when_every_env_is_done() -> None:
+    """Increments (1, 2, 5, 5): the slowest env ends after 10 steps, so the loop stops there
+    (10 * 4 = 40 steps computed) although the time limit would allow 12."""
+    inc = (1, 2, 5, 5)
+    ep = _run_toy(inc, 12)
+    np.testing.assert_array_equal(ep.returns, [65.0, 35.0, 17.0, 17.0])
+    np.testing.assert_array_equal(ep.lengths, [10, 5, 2, 2])
+    assert int(ep.steps_computed) == 40
+    # obs_stats: 19 observations; the counters are 0..9, 0,2,..,8, 0,5, 0,5.
+    _assert_stats(ep, _acted_on(inc, [10, 5, 2, 2]))
+    assert float(ep.obs_stats.count) == 19
+
+
+def test_cartpole_random_policy() -> None:
+    """On CartPole (reward 1 per step) each return equals its length, every length is within
+    the limit, the loop ran as long as the longest episode, and the stats saw sum(lengths)
+    observations."""
+    env = envs.make(EnvConfig("CartPole-v1", num_envs=8, max_episode_steps=20))
+
+    def policy(obs: Array, key: Key) -> Array:
+        return random_actions(env.spec, key)
+
+    ep = jax.device_get(jax.jit(lambda k: run_episodes(env, policy, k))(jax.random.key(3)))
+    np.testing.assert_array_equal(ep.returns, ep.lengths.astype(np.float32))
+    assert np.all(ep.lengths >= 1) and np.all(ep.lengths <= 20)
+    assert len(set(ep.lengths.tolist())) > 1  # some episodes terminated, not all truncated
+    assert int(ep.steps_computed) == ep.lengths.max() * 8
+    assert float(ep.obs_stats.count) == ep.lengths.sum()
+    # CartPole starts within ±0.05 and the pole falls at ±0.21 rad: the acted-on mean is small.
+    assert np.all(np.abs(ep.obs_stats.mean[[0, 2]]) < 0.21)
