@@ -347,7 +347,7 @@ def make_on_policy(
             grads, loss, metrics = jax.lax.psum((grads, loss, metrics), AXIS)
             updates, opt_state = tx.update(grads, opt_state, params)
             params = optax.apply_updates(params, jax.tree.map(lambda u: -lr * u, updates))
-            metrics = {**metrics, "loss": loss, "grad_norm": optax.global_norm(grads)}
+            metrics = {**metrics, "loss": loss, "grad_norm": optax.tree.norm(grads)}
             return (params, opt_state), metrics
 
         def epoch(carry, epoch_key):
@@ -413,10 +413,14 @@ def make_on_policy(
         )
 
     def act(state: OnPolicyState, obs: Array, key: Key, deterministic: bool = False) -> Array:
+        """Actions for a batch of observations, or for a single one (`jaxrl.load`'s policy)."""
+
         def one(o: Array, k: Key) -> Array:
             dist, _ = forward(state.params, state.obs_stats, o)
             return dist.env_action(dist.mode() if deterministic else dist.sample(k))
 
+        if obs.ndim == len(obs_shape):
+            return one(obs, key)
         return jax.vmap(one)(obs, jax.random.split(key, obs.shape[0]))
 
     def train_step(state: OnPolicyState, env_state: PyTree, key: Key):

@@ -1,0 +1,49 @@
+"""Synchronous advantage actor-critic (A2C; Mnih et al. 2016, synchronous form): one gradient
+step per rollout on −log π(a|s)·A + c_v·(V − R)² / 2 − c_e·H, where R are n-step returns
+bootstrapped at the rollout's end (`gae_lambda=1`, the default) or GAE(λ) targets. The rollout
+and returns are `jaxrl.onpolicy`'s, truncation bootstrapping from V(final_obs) included."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from jaxrl.config import require
+from jaxrl.distributions import Distribution
+from jaxrl.env import Env
+from jaxrl.onpolicy import Algorithm, OnPolicyConfig, Sample, make_on_policy
+from jaxrl.types import Agent, Array
+
+
+@dataclass(frozen=True)
+class A2CConfig(OnPolicyConfig):
+    name: str = "a2c"
+    learning_rate: float = 1e-3
+    num_steps: int = 16  # rollout length per env: the n of the n-step returns
+    gae_lambda: float = 1.0  # 1.0: n-step returns; below: GAE(λ)
+    ent_coef: float = 0.01
+    normalize_advantages: bool = False
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        require(self.num_steps >= 1, f"agent.num_steps={self.num_steps} must be >= 1")
+        require(0 <= self.gae_lambda <= 1, f"agent.gae_lambda={self.gae_lambda} must be in [0, 1]")
+
+
+def a2c_loss(
+    cfg: A2CConfig, dist: Distribution, value: Array, sample: Sample
+) -> tuple[Array, dict[str, Array]]:
+    """Per-sample A2C loss; the advantage is data (no gradient flows into it)."""
+    policy_loss = -dist.log_prob(sample.raw_action) * sample.advantage
+    value_loss = 0.5 * (value - sample.target) ** 2
+    entropy = dist.entropy()
+    loss = policy_loss + cfg.vf_coef * value_loss - cfg.ent_coef * entropy
+    return loss, {"policy_loss": policy_loss, "value_loss": value_loss, "entropy": entropy}
+
+
+def make_a2c(cfg: A2CConfig, env: Env, total_env_steps: float) -> Agent:
+    algorithm = Algorithm(
+        loss=lambda dist, value, sample: a2c_loss(cfg, dist, value, sample),
+        num_steps=cfg.num_steps,
+        gae_lambda=cfg.gae_lambda,
+    )
+    return make_on_policy(cfg, env, algorithm, total_env_steps)

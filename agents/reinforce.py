@@ -1,0 +1,62 @@
+"""REINFORCE (Williams 1992): Monte-Carlo policy gradient with reward-to-go.
+
+Every iteration runs each env of the batch for exactly one whole episode (envs that finish early
+wait at their next episode's start), then takes one step on −log π(a_t|s_t)·(G_t − b_t) over all
+the episodes' steps. The baseline b is a learned V(s) (trained on G by regression), the batch
+mean of G, or none; returns are normalised over the batch by default (the reference experiment's
+"normalised returns"). A truncated episode's return is completed with γ·V(final_obs) when a
+critic is learned; without one it is cut (the Monte-Carlo estimate of a time-limited episode).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from jaxrl.config import require
+from jaxrl.distributions import Distribution
+from jaxrl.env import Env
+from jaxrl.onpolicy import Algorithm, OnPolicyConfig, Sample, make_on_policy
+from jaxrl.types import Agent, Array
+
+BASELINES = ("learned", "mean", "none")
+
+
+@dataclass(frozen=True)
+class REINFORCEConfig(OnPolicyConfig):
+    name: str = "reinforce"
+    learning_rate: float = 1e-2
+    anneal_lr: bool = False
+    baseline: str = "learned"
+    ent_coef: float = 0.0
+    hidden_sizes: tuple[int, ...] = (128,)
+    return_normalization: bool = False  # returns are normalised per batch instead
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        require(
+            self.baseline in BASELINES,
+            f"agent.baseline='{self.baseline}' is not one of: {', '.join(BASELINES)}",
+        )
+
+
+def reinforce_loss(
+    cfg: REINFORCEConfig, dist: Distribution, value: Array, sample: Sample
+) -> tuple[Array, dict[str, Array]]:
+    """Per-sample loss: −log π(a|s)·advantage, plus the baseline's regression when learned."""
+    policy_loss = -dist.log_prob(sample.raw_action) * sample.advantage
+    value_loss = 0.5 * (value - sample.target) ** 2
+    entropy = dist.entropy()
+    loss = policy_loss - cfg.ent_coef * entropy
+    if cfg.baseline == "learned":
+        loss = loss + cfg.vf_coef * value_loss
+    return loss, {"policy_loss": policy_loss, "value_loss": value_loss, "entropy": entropy}
+
+
+def make_reinforce(cfg: REINFORCEConfig, env: Env, total_env_steps: float) -> Agent:
+    algorithm = Algorithm(
+        loss=lambda dist, value, sample: reinforce_loss(cfg, dist, value, sample),
+        num_steps=None,
+        critic=cfg.baseline == "learned",
+        mean_baseline=cfg.baseline == "mean",
+    )
+    return make_on_policy(cfg, env, algorithm, total_env_steps)

@@ -1,0 +1,95 @@
+"""`python -m jaxrl.sweep`: seed curves aligned, mean and bootstrap band right, files written."""
+
+from __future__ import annotations
+
+import csv
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from jaxrl.logging import EVAL_COLUMNS
+from jaxrl.sweep import bootstrap_ci, summarize
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def write_evals(run_dir: Path, rows: list[tuple]) -> None:
+    with open(run_dir / "evals.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(EVAL_COLUMNS)
+        w.writerows(rows)
+
+
+def test_sweep_writes_csv_and_png(tmp_path):
+    # three seeds, two evaluations each; seed 1 re-logged iteration 5 after a resume
+    write_evals(
+        tmp_path,
+        [
+            (0, 5, 100, 10.0, 1.0, 1.0),
+            (1, 5, 100, 20.0, 1.0, 1.0),
+            (2, 5, 100, 30.0, 1.0, 1.0),
+            (0, 10, 200, 40.0, 1.0, 2.0),
+            (1, 10, 200, 50.0, 1.0, 2.0),
+            (2, 10, 200, 60.0, 1.0, 2.0),
+            (1, 5, 100, 21.0, 1.0, 3.0),
+        ],
+    )
+    curves = summarize(tmp_path)
+    np.testing.assert_array_equal(curves.env_steps, [100, 200])
+    np.testing.assert_allclose(curves.mean, [61 / 3, 50.0])
+    assert np.all(curves.ci_low <= curves.mean) and np.all(curves.mean <= curves.ci_high)
+    assert curves.ci_low[1] >= 40.0 and curves.ci_high[1] <= 60.0
+    with open(tmp_path / "sweep.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert list(rows[0]) == [
+        "env_steps",
+        "seed_0",
+        "seed_1",
+        "seed_2",
+        "mean",
+        "ci95_low",
+        "ci95_high",
+    ]
+    assert float(rows[0]["seed_1"]) == 21.0
+    assert (tmp_path / "sweep.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_seeds_with_different_steps_are_interpolated(tmp_path):
+    write_evals(
+        tmp_path,
+        [
+            (0, 1, 100, 0.0, 0.0, 1.0),
+            (1, 1, 150, 10.0, 0.0, 1.0),
+            (0, 2, 200, 20.0, 0.0, 2.0),
+            (1, 2, 250, 30.0, 0.0, 2.0),
+        ],
+    )
+    curves = summarize(tmp_path)
+    np.testing.assert_array_equal(curves.env_steps, [100, 200])
+    # seed 1 at 100 is before its first point (held at 10); at 200 halfway between 10 and 30
+    np.testing.assert_allclose(curves.returns, [[0.0, 20.0], [10.0, 20.0]])
+
+
+def test_bootstrap_band_narrows_with_agreement():
+    rng = np.random.default_rng(1)
+    spread = rng.normal(0, 10, size=(16, 1))
+    low, high = bootstrap_ci(spread)
+    tight_low, tight_high = bootstrap_ci(spread * 0.1)
+    assert (tight_high - tight_low) < (high - low)
+    # about ±1.96·σ/√n for a normal sample
+    assert (high - low)[0] == pytest.approx(2 * 1.96 * spread.std() / 4, rel=0.3)
+
+
+def test_cli_reports_missing_run_dir(tmp_path):
+    out = subprocess.run(
+        [sys.executable, "-m", "jaxrl.sweep", str(tmp_path / "nowhere")],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+    )
+    assert out.returncode != 0
+    assert "evals.csv" in out.stderr and "Traceback" not in out.stderr
