@@ -1,0 +1,247 @@
+"""Reference point for benchmarks/es_cartpole.py: evosax's OpenAI-ES on gymnax CartPole-v1.
+
+evosax is NOT a jaxrl dependency; this script needs `pip install evosax` (written against the
+evosax >= 0.2 API, measured with 0.3.2) and skips, exit status 0, when it is missing.
+
+The same problem as the jaxrl benchmark: population 64 (antithetic), sigma 0.02, Adam lr 0.02,
+centered-rank fitness shaping, a 64-64 tanh MLP with argmax actions, 5 episodes per member,
+observation normalisation (evosax's own), and after every generation an evaluation of the mean
+parameters over 10 episodes. One generation plus its evaluation is one jitted function (the
+fastest way to drive evosax from Python, and what jaxrl's chunk does); its compile is measured
+apart with `.lower().compile()`. Each row is a separate process, as in the jaxrl benchmark, so
+the process wall time includes Python start-up and imports.
+
+    python benchmarks/evosax_cartpole.py [--budget 2e6] [--out PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+DEFAULT_OUT = REPO / "benchmarks" / "results" / "evosax_cartpole.md"
+TARGET = 475.0
+POPULATION = 64
+EPISODES_PER_MEMBER = 5
+EVAL_EPISODES = 10
+SIGMA = 0.02
+LEARNING_RATE = 0.02
+HIDDEN = (64, 64)
+MAX_STEPS = 500
+
+
+def machine() -> str:
+    """CPU model, usable cores and JAX backend, e.g. 'AMD EPYC, 2 cores, jax 0.10.2 cpu'."""
+    import jax
+
+    model = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return f"{model}, {cores} cores, jax {jax.__version__} {jax.default_backend()}"
+
+
+def markdown_table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def fmt(x: float | None, digits: int = 1) -> str:
+    return "—" if x is None else f"{x:,.{digits}f}"
+
+
+def evosax_version() -> str | None:
+    """The installed evosax version, or None when it is not installed."""
+    try:
+        from importlib.metadata import PackageNotFoundError, version
+
+        return version("evosax")
+    except PackageNotFoundError:
+        return None
+
+
+def worker(num_seeds: int, budget: float, seed: int) -> dict[str, Any]:
+    """Train `num_seeds` seeds (vmapped, one compiled program) until `budget` env steps per seed;
+    returns timings and the evaluation curve."""
+    import jax
+    import jax.numpy as jnp
+    import optax
+    from evosax.algorithms import Open_ES
+    from evosax.core.fitness_shaping import centered_rank_fitness_shaping_fn
+    from evosax.problems import MLP, GymnaxProblem
+
+    def argmax_output(x: jax.Array, key: jax.Array | None = None) -> jax.Array:
+        return jnp.argmax(x, axis=-1)
+
+    net = MLP(layer_sizes=(*HIDDEN, 2), activation=jax.nn.tanh, output_fn=argmax_output)
+    train_problem = GymnaxProblem(
+        "CartPole-v1", net, episode_length=MAX_STEPS, num_rollouts=EPISODES_PER_MEMBER
+    )
+    eval_problem = GymnaxProblem(
+        "CartPole-v1", net, episode_length=MAX_STEPS, num_rollouts=EVAL_EPISODES
+    )
+    template = train_problem.sample(jax.random.key(0))
+    es = Open_ES(
+        population_size=POPULATION,
+        solution=template,
+        use_antithetic_sampling=True,
+        optimizer=optax.adam(LEARNING_RATE),
+        std_schedule=optax.constant_schedule(SIGMA),
+        fitness_shaping_fn=centered_rank_fitness_shaping_fn,
+    )
+    params = es.default_params
+
+    def init(key: jax.Array):
+        k_sol, k_es, k_prob, k_loop = jax.random.split(key, 4)
+        solution = train_problem.sample(k_sol)
+        return es.init(k_es, solution, params), train_problem.init(k_prob), k_loop
+
+    def chunk(carry):
+        """One generation and one evaluation of the mean parameters."""
+        es_state, prob_state, key = carry
+        key, k_ask, k_eval, k_tell, k_test = jax.random.split(key, 5)
+        population, es_state = es.ask(k_ask, es_state, params)
+        returns, prob_state, _ = train_problem.eval(k_eval, population, prob_state)
+        # evosax minimises; CartPole's reward is 1 per step, so summed returns are env steps.
+        es_state, _ = es.tell(k_tell, population, -returns, es_state, params)
+        mean = jax.tree.map(lambda x: x[None], es.get_mean(es_state))
+        test_returns, _, _ = eval_problem.eval(k_test, mean, prob_state)
+        env_steps = returns.sum() * EPISODES_PER_MEMBER
+        return (es_state, prob_state, key), (env_steps, test_returns[0])
+
+    keys = jnp.stack([jax.random.key_data(jax.random.key(seed + i)) for i in range(num_seeds)])
+    t0 = time.perf_counter()
+    init_fn = jax.jit(jax.vmap(lambda k: init(jax.random.wrap_key_data(k))))
+    carry = jax.block_until_ready(init_fn(keys))
+    compiled = jax.jit(jax.vmap(chunk)).lower(carry).compile()
+    compile_s = time.perf_counter() - t0
+
+    run_s, steps, curve = 0.0, 0.0, []
+    while steps < budget:
+        t = time.perf_counter()
+        carry, (env_steps, eval_return) = compiled(carry)
+        env_steps, eval_return = jax.device_get((env_steps, eval_return))
+        run_s += time.perf_counter() - t
+        steps += float(env_steps.mean())
+        curve.append(
+            {
+                "env_steps": steps,
+                "eval_return": float(eval_return.mean()),
+                "elapsed_seconds": compile_s + run_s,
+                "per_seed": [float(x) for x in eval_return],
+            }
+        )
+    return {
+        "compile_s": compile_s,
+        "run_s": run_s,
+        "env_steps_per_s": steps * num_seeds / run_s,
+        "curve": curve,
+        "machine": machine(),
+    }
+
+
+def run_row(what: str, num_seeds: int, budget: float, seed: int) -> list[str]:
+    """One worker process; the row of the table."""
+    cmd = [sys.executable, __file__, "--worker", f"--num-seeds={num_seeds}"]
+    cmd += [f"--budget={budget:g}", f"--seed={seed}"]
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise RuntimeError(f"{what}: exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    curve = result["curve"]
+    hit = next((c for c in curve if c["eval_return"] >= TARGET), None)
+    best = [max(c["per_seed"][i] for c in curve) for i in range(num_seeds)]
+    return [
+        what,
+        fmt(result["env_steps_per_s"], 0),
+        fmt(result["compile_s"]),
+        fmt(result["run_s"]),
+        fmt(hit and hit["elapsed_seconds"]),
+        fmt(hit and hit["env_steps"], 0),
+        fmt(wall),
+        fmt(curve[-1]["eval_return"]),
+        f"{sum(b >= TARGET for b in best)}/{num_seeds}",
+        result["machine"],
+    ]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--budget", type=float, default=2e6, help="env steps per seed")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--num-seeds", type=int, default=1, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+
+    version = evosax_version()
+    if version is None:
+        print("evosax is not installed (it is not a jaxrl dependency): `pip install evosax` to run")
+        print("this reference benchmark. Skipped.")
+        return
+    if args.worker:
+        print(json.dumps(worker(args.num_seeds, args.budget, args.seed)))
+        return
+    if int(version.split(".")[0]) == 0 and int(version.split(".")[1]) < 2:
+        print(f"evosax {version} predates the 0.2 API this script uses; pip install -U evosax")
+        return
+
+    load_before = os.getloadavg()[0]
+    rows = []
+    for what, seeds in [("evosax OpenES, 1 seed", 1), ("evosax OpenES, 8 seeds (vmap)", 8)]:
+        print(f"running: {what} ...", flush=True)
+        rows.append(run_row(what, seeds, args.budget, args.seed))
+    load_after = os.getloadavg()[0]
+
+    header = [
+        "what",
+        "env steps/s",
+        "compile s",
+        "run s",
+        f"time to {TARGET:g} s (compile+run)",
+        f"env steps to {TARGET:g}",
+        "process wall s",
+        "final return",
+        f"seeds ≥ {TARGET:g}",
+        "machine",
+    ]
+    notes = (
+        f"evosax {version} `Open_ES` on gymnax CartPole-v1: population {POPULATION} "
+        f"(antithetic), sigma {SIGMA}, Adam lr {LEARNING_RATE}, centered ranks, "
+        f"{'-'.join(map(str, HIDDEN))} tanh MLP with argmax actions, {EPISODES_PER_MEMBER} "
+        f"episodes per member, evaluation of the mean over {EVAL_EPISODES} episodes after every "
+        f"generation; budget {args.budget:g} env steps per seed. Env steps count steps inside "
+        f"episodes (evosax's rollouts always compute all {MAX_STEPS} steps, jaxrl's stop when "
+        f"every episode of a batch has ended). 'time to {TARGET:g}' is compile + run seconds at "
+        f"the first evaluation whose return, averaged over seeds, reached {TARGET:g}; 'process "
+        f"wall' adds Python start-up and imports. 1-minute load average: {load_before:.2f} "
+        f"before, {load_after:.2f} after (other processes share the CPU when it is well above 0)."
+    )
+    text = (
+        f"# evosax OpenES on CartPole-v1 (reference)\n\n{markdown_table(header, rows)}\n\n{notes}\n"
+    )
+    print()
+    print(text)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(text)
+    print(f"written to {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,98 @@
+"""Every notebook in notebooks/ runs top to bottom (nbclient, kernel python3, in a temporary
+directory) and, where it prints a result line, that result is good enough."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+nbclient = pytest.importorskip("nbclient")
+nbformat = pytest.importorskip("nbformat")
+
+REPO = Path(__file__).resolve().parent.parent
+NOTEBOOKS = REPO / "notebooks"
+CELL_TIMEOUT_S = 300
+SOLVED = 475.0
+
+
+def text_output(nb: nbformat.NotebookNode) -> str:
+    """Everything the code cells printed (stdout streams and text/plain results), in order."""
+    parts: list[str] = []
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        for out in cell.get("outputs", []):
+            if out.get("output_type") == "stream" and out.get("name") == "stdout":
+                parts.append(out.get("text", ""))
+            elif out.get("output_type") in ("execute_result", "display_data"):
+                parts.append(out.get("data", {}).get("text/plain", ""))
+    return "\n".join(parts)
+
+
+def number_after(text: str, name: str) -> float:
+    """The value of `name=<number>` in the notebook's output (the last one if repeated)."""
+    found = re.findall(rf"\b{re.escape(name)}=(-?[0-9.]+(?:e[-+]?[0-9]+)?|None|nan)", text)
+    assert found, f"the notebook printed no '{name}=<number>' line"
+    value = found[-1]
+    assert value not in ("None", "nan"), f"{name} is {value}"
+    return float(value)
+
+
+def has_image(nb: nbformat.NotebookNode) -> bool:
+    return any(
+        "image/png" in out.get("data", {})
+        for cell in nb.cells
+        if cell.cell_type == "code"
+        for out in cell.get("outputs", [])
+    )
+
+
+def check_quickstart(nb: nbformat.NotebookNode) -> None:
+    text = text_output(nb)
+    assert "QUICKSTART" in text, "the quickstart's result line is missing"
+    final_eval = number_after(text, "final_eval_return")
+    episode = number_after(text, "episode_return")
+    assert final_eval >= SOLVED, f"ES did not solve CartPole: final eval return {final_eval}"
+    assert episode >= SOLVED, f"the loaded policy scored only {episode} in its episode"
+    assert has_image(nb), "the learning curve was not displayed"
+
+
+# Per-notebook checks of the printed results; notebooks without one only have to run cleanly.
+CHECKS: dict[str, Callable[[nbformat.NotebookNode], None]] = {
+    "01_quickstart.ipynb": check_quickstart,
+}
+
+
+def notebook_paths() -> list[Path]:
+    return sorted(NOTEBOOKS.glob("*.ipynb"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", notebook_paths(), ids=lambda p: p.name)
+def test_notebook_runs(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The kernel inherits this environment: import this checkout's packages whatever the
+    # working directory (an editable install made before a package gained its __init__.py
+    # resolves it as an empty namespace package outside the repo).
+    pythonpath = os.environ.get("PYTHONPATH")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(REPO), pythonpath])))
+    monkeypatch.setenv("TMPDIR", str(tmp_path))  # the notebooks' tempfile dirs land here too
+    nb = nbformat.read(path, as_version=4)
+    client = nbclient.NotebookClient(
+        nb,
+        timeout=CELL_TIMEOUT_S,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(tmp_path)}},  # the kernel's working directory
+    )
+    client.execute()  # raises CellExecutionError, with the cell's traceback, on any failure
+    check = CHECKS.get(path.name)
+    if check is not None:
+        check(nb)
+    assert not list(tmp_path.glob("runs")), "the notebook wrote runs into its working directory"
+
+
+def test_every_notebook_is_found() -> None:
+    assert (NOTEBOOKS / "01_quickstart.ipynb").exists()
