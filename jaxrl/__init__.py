@@ -47,7 +47,9 @@ class Policy:
         self._act = jax.jit(lambda state, obs, key: trainer.agent.act(state, obs, key, True))
 
     def __call__(self, obs: Any, key: jax.Array | None = None) -> jax.Array:
-        key = jax.random.PRNGKey(0) if key is None else key
+        from jaxrl.prng import make_key
+
+        key = make_key(0) if key is None else key
         return self._act(self.agent_state, jax.numpy.asarray(obs, jax.numpy.float32), key)
 
 

@@ -13,6 +13,8 @@ from typing import Any
 import jax
 import orbax.checkpoint as ocp
 
+from jaxrl.prng import data_to_keys, keys_to_data
+
 # orbax logs every save at INFO through absl; the run's own console output says enough.
 logging.getLogger("absl").setLevel(logging.WARNING)
 
@@ -31,7 +33,7 @@ class Checkpointer:
         self._manager.save(
             step,
             args=ocp.args.Composite(
-                state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta)
+                state=ocp.args.StandardSave(keys_to_data(state)), meta=ocp.args.JsonSave(meta)
             ),
             force=True,
         )
@@ -45,14 +47,14 @@ class Checkpointer:
         step = self.latest_step() if step is None else step
         if step is None:
             raise FileNotFoundError(f"no checkpoint in {self.directory}")
-        abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, like)
+        abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, keys_to_data(like))
         restored = self._manager.restore(
             step,
             args=ocp.args.Composite(
                 state=ocp.args.StandardRestore(abstract), meta=ocp.args.JsonRestore()
             ),
         )
-        return restored.state, restored.meta
+        return data_to_keys(restored.state, like), restored.meta
 
     def close(self) -> None:
         self._manager.close()

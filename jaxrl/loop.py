@@ -21,6 +21,7 @@ from jaxrl import config as config_lib
 from jaxrl.checkpoint import Checkpointer
 from jaxrl.config import ConfigError, RunConfig
 from jaxrl.logging import LiveDisplay, RunLogger, finite_or_none, write_json_atomic
+from jaxrl.prng import make_key
 from jaxrl.rollout import run_episodes
 from jaxrl.types import Agent, Array, Key
 
@@ -57,7 +58,7 @@ class Trainer:
         self.chunk = jax.jit(jax.vmap(self._chunk))
 
     def seed_keys(self) -> Array:
-        return jnp.stack([jax.random.PRNGKey(s) for s in self.cfg.seeds])
+        return jnp.stack([make_key(s) for s in self.cfg.seeds])
 
     def _init(self, key: Key) -> Carry:
         agent_key, env_key, loop_key = jax.random.split(key, 3)
