@@ -4,7 +4,7 @@ minibatch epochs, learning-rate annealing, observation and return normalisation,
 episodes bootstrapped from V(final_obs). The rollout, advantages and update loop are
 `jaxrl.onpolicy`'s; this module is the loss.
 
-The env batch is `env.num_envs` (the PureJaxRL CartPole setting is `env.num_envs=4`).
+The env batch is `env.num_envs` (default 4, PureJaxRL's CartPole setting).
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ def config_for(env_id: str) -> EnvConfig:
 
 def make(cfg: EnvConfig, num_envs: int | None = None) -> Env:
     """Build the env that `cfg.id` names; the family is read off the name (DESIGN.md §1)."""
-    n = num_envs if num_envs is not None else cfg.num_envs
+    n = num_envs or cfg.num_envs or 1
     if cfg.id in JAX_NATIVE:
         return make_gymnax(cfg.id, n, cfg.max_episode_steps)
     if cfg.id in BRAX:

@@ -26,15 +26,18 @@ def require(condition: bool, message: str) -> None:
 @dataclass(frozen=True)
 class EnvConfig:
     id: str = "CartPole-v1"
-    # Envs per seed for agents that keep one env batch running (PPO, DQN...). ES sizes its own
-    # batch from its population and `episodes_per_member`.
-    num_envs: int = 1
+    # Envs per seed for agents that keep one env batch running (PPO, A2C, REINFORCE...); null:
+    # the agent's default (agents.REGISTRY). ES sizes its own batch from its population.
+    num_envs: int | None = None
     # None: the env's registered cap (CartPole-v1: 500, Pendulum-v1: 200...). Reaching it is a
     # truncation, never a termination.
     max_episode_steps: int | None = None
 
     def __post_init__(self) -> None:
-        require(self.num_envs >= 1, f"env.num_envs={self.num_envs} must be >= 1")
+        require(
+            self.num_envs is None or self.num_envs >= 1,
+            f"env.num_envs={self.num_envs} must be >= 1 (or null: the agent's default)",
+        )
         require(
             self.max_episode_steps is None or self.max_episode_steps >= 1,
             f"env.max_episode_steps={self.max_episode_steps} must be >= 1 (or null: the default)",

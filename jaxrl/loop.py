@@ -50,7 +50,7 @@ class Trainer:
     def __post_init__(self) -> None:
         entry = agents.REGISTRY[self.cfg.agent.name]
         self.progress_metrics = entry.progress_metrics
-        self.env = envs.make(self.cfg.env)
+        self.env = envs.make(self.cfg.env, num_envs=self.cfg.env.num_envs or entry.num_envs)
         self.eval_env = self.env.with_num_envs(self.cfg.eval.episodes)
         budget = {"total_env_steps": self.cfg.budget.env_steps} if entry.takes_budget else {}
         self.agent = entry.make(self.cfg.agent, self.env, **budget)
