@@ -184,9 +184,12 @@ def make_es(cfg: ESConfig, env: Env) -> Agent:
     out_size = policy_output_size(spec.action_space, "es")
     net = MLP(cfg.hidden_sizes, out_size, cfg.activation)
     obs_shape = spec.observation_space.shape
-    template = net.init(jax.random.PRNGKey(0), jnp.zeros((1, *obs_shape)))
-    _, unravel = ravel_pytree(template)
-    num_params = ravel_pytree(template)[0].size
+    # Only the parameter structure is needed here: shapes, not an (eager, slow) initialisation.
+    shapes = jax.eval_shape(net.init, jax.random.PRNGKey(0), jnp.zeros((1, *obs_shape)))
+    flat_template, unravel = ravel_pytree(
+        jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
+    )
+    num_params = flat_template.size
     n_pairs = cfg.population_size // 2
     member_env = env.with_num_envs(cfg.episodes_per_member)
 
