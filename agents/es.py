@@ -61,8 +61,12 @@ class ESConfig:
     obs_clip: float = 5.0
     virtual_batch_norm: bool = False
     vbn_reference_size: int = 128  # observations in the VBN reference batch
-    # Memory for perturbed parameters materialised at once (evaluation and gradient chunks).
+    # Noise regenerated at once for the gradient estimate.
     chunk_megabytes: float = 256.0
+    # Perturbed parameters of the members evaluated together. Members of a chunk step in lockstep
+    # until the slowest episode ends: small nets want the whole population at once, large nets
+    # small chunks (on CartPole with 1M parameters, 12 MB ran 4x faster than 256 MB).
+    eval_chunk_megabytes: float = 16.0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "hidden_sizes", tuple(self.hidden_sizes))
@@ -96,6 +100,7 @@ class ESConfig:
         require(self.obs_clip > 0, f"agent.obs_clip={self.obs_clip} must be > 0")
         require(self.vbn_reference_size >= 2, "agent.vbn_reference_size must be >= 2")
         require(self.chunk_megabytes > 0, "agent.chunk_megabytes must be > 0")
+        require(self.eval_chunk_megabytes > 0, "agent.eval_chunk_megabytes must be > 0")
 
 
 class ESState(NamedTuple):
@@ -195,10 +200,10 @@ def make_es(cfg: ESConfig, env: Env) -> Agent:
 
     mesh = parallel.mesh_for(n_pairs, AXIS)
     local_pairs = n_pairs // mesh.devices.size
-    chunk_bytes = cfg.chunk_megabytes * 2**20
     # Evaluation holds ε plus two perturbed copies per pair; the gradient one ε per pair.
-    eval_chunk = largest_divisor_at_most(local_pairs, int(chunk_bytes // (3 * 4 * num_params)))
-    grad_chunk = max(1, min(n_pairs, int(chunk_bytes // (4 * num_params))))
+    eval_bytes = cfg.eval_chunk_megabytes * 2**20
+    eval_chunk = largest_divisor_at_most(local_pairs, int(eval_bytes // (3 * 4 * num_params)))
+    grad_chunk = max(1, min(n_pairs, int(cfg.chunk_megabytes * 2**20 // (4 * num_params))))
 
     tx = make_optimizer(cfg)
 

@@ -12,35 +12,20 @@ time limit, auto-reset or statistics, to show what our `BraxEnv` layer costs.
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import jax
+from common import RESULTS, fmt, machine, markdown_table
 
 import envs
 from envs.brax_envs import BraxEnv, BraxEnvConfig
 from jaxrl.env import Env, random_actions
 
-REPO = Path(__file__).resolve().parent.parent
-DEFAULT_OUT = REPO / "benchmarks" / "results" / "brax_envs.md"
+DEFAULT_OUT = RESULTS / "brax_envs.md"
 ENVS = ("brax/hopper", "brax/halfcheetah")
 BACKENDS = ("generalized", "positional", "spring")
-
-
-def machine() -> str:
-    """CPU model, usable cores, JAX backend and the load average while measuring (the machine is
-    shared: other processes slow every row alike)."""
-    model = platform.processor() or platform.machine()
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            model = line.split(":", 1)[1].strip()
-            break
-    cores = len(os.sched_getaffinity(0))
-    load = os.getloadavg()[0]
-    return f"{model}, {cores} cores, jax {jax.__version__} {jax.default_backend()}, load {load:.1f}"
 
 
 def ours(env: Env, steps: int) -> Callable[[jax.Array], jax.Array]:
@@ -104,14 +89,11 @@ def main() -> None:
             for suffix, build in variants:
                 sps, compile_s, run_s = measure(build(env, args.steps), args.num_envs * args.steps)
                 what = f"{env_id} {backend}, {args.num_envs} envs × {args.steps} steps{suffix}"
-                row = [what, f"{sps:,.0f}", f"{compile_s:.1f}", f"{run_s:.2f}", machine()]
+                row = [what, fmt(sps, 0), f"{compile_s:.1f}", f"{run_s:.2f}", machine(load=True)]
                 rows.append(row)
                 print(" | ".join(row), flush=True)
 
-    table = "\n".join(
-        ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-        + ["| " + " | ".join(row) + " |" for row in rows]
-    )
+    table = markdown_table(header, rows)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(
         "# Brax env throughput, random policy\n\n"

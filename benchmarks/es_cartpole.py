@@ -20,43 +20,25 @@ import argparse
 import csv
 import json
 import os
-import platform
-import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-DEFAULT_OUT = REPO / "benchmarks" / "results" / "es_cartpole.md"
+from common import (
+    RESULTS,
+    fmt,
+    load_note,
+    machine,
+    markdown_table,
+    repo_env,
+    run_process,
+    time_to_target_header,
+    write_report,
+)
+
+DEFAULT_OUT = RESULTS / "es_cartpole.md"
 TARGET = 475.0
-
-
-def machine() -> str:
-    """CPU model, usable cores and JAX backend, e.g. 'AMD EPYC, 2 cores, jax 0.10.2 cpu'."""
-    import jax
-
-    model = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return f"{model}, {cores} cores, jax {jax.__version__} {jax.default_backend()}"
-
-
-def markdown_table(header: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
-def fmt(x: float | None, digits: int = 1) -> str:
-    return "—" if x is None else f"{x:,.{digits}f}"
 
 
 @dataclass
@@ -105,13 +87,8 @@ def run_cli(
         f"log.dir={run_dir}",
         f"hydra.run.dir={workdir / 'hydra'}",
     ]
-    env = dict(os.environ, JAXRL_CACHE_DIR=str(cache_dir))
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True)
-    wall = time.perf_counter() - t0
-    if proc.returncode != 0:
-        raise RuntimeError(f"{what}: exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
+    env = repo_env(JAXRL_CACHE_DIR=str(cache_dir))
+    _, wall = run_process(what, cmd, cwd=workdir, env=env)
     summary = json.loads((run_dir / "summary.json").read_text())
     t_target, steps_target = time_to_target(run_dir / "evals.csv", TARGET)
     solved = sum(1 for s in summary["seeds"] if (s["best_eval_return"] or 0) >= TARGET)
@@ -150,20 +127,8 @@ def main() -> None:
     load_after = os.getloadavg()[0]
 
     where = machine()
-    header = [
-        "what",
-        "env steps/s",
-        "compile s",
-        "run s",
-        f"time to {TARGET:g} s (compile+run)",
-        f"env steps to {TARGET:g}",
-        "process wall s",
-        "final return",
-        f"seeds ≥ {TARGET:g}",
-        "machine",
-    ]
     table = markdown_table(
-        header,
+        time_to_target_header(TARGET),
         [
             [
                 r.what,
@@ -186,16 +151,9 @@ def main() -> None:
         f"{args.eval_every} generation(s). Env steps count steps inside episodes, summed over "
         f"seeds. 'time to {TARGET:g}' is compile + run seconds at the first evaluation whose "
         f"return, averaged over seeds, reached {TARGET:g}; 'process wall' adds Python start-up, "
-        f"imports, Hydra, checkpoints and logging. 1-minute load average: "
-        f"{load_before:.2f} before, {load_after:.2f} after (other processes share the CPU when "
-        f"it is well above 0)."
+        f"imports, Hydra, checkpoints and logging. {load_note(load_before, load_after)}"
     )
-    text = f"# ES on CartPole-v1\n\n{table}\n\n{notes}\n"
-    print()
-    print(text)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text)
-    print(f"written to {args.out}")
+    write_report(f"# ES on CartPole-v1\n\n{table}\n\n{notes}\n", args.out)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import resource
 import subprocess
 import sys
@@ -31,25 +30,19 @@ import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
-DEFAULT_OUT = REPO / "benchmarks" / "results" / "es_memory.md"
+from common import (
+    RESULTS,
+    fmt,
+    last_json,
+    load_note,
+    machine,
+    markdown_table,
+    repo_env,
+    write_report,
+)
+
+DEFAULT_OUT = RESULTS / "es_memory.md"
 HIDDEN = (1000, 1000)
-
-
-def machine() -> str:
-    """CPU model, usable cores and JAX backend, e.g. 'AMD EPYC, 2 cores, jax 0.10.2 cpu'."""
-    import jax
-
-    model = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return f"{model}, {cores} cores, jax {jax.__version__} {jax.default_backend()}"
 
 
 def total_memory_gb() -> float | None:
@@ -60,12 +53,6 @@ def total_memory_gb() -> float | None:
     except OSError:
         pass
     return None
-
-
-def markdown_table(header: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return "\n".join(lines)
 
 
 def peak_rss_gb() -> float:
@@ -84,8 +71,9 @@ def worker(
     import envs
     from agents.es import ESConfig, make_es
     from jaxrl.config import EnvConfig
+    from jaxrl.prng import make_key
 
-    chunking = {} if chunk_megabytes is None else {"chunk_megabytes": chunk_megabytes}
+    chunking = {} if chunk_megabytes is None else {"eval_chunk_megabytes": chunk_megabytes}
     cfg = ESConfig(
         population_size=population, hidden_sizes=HIDDEN, episodes_per_member=1, **chunking
     )
@@ -94,8 +82,8 @@ def worker(
     rss_setup = peak_rss_gb()
 
     t0 = time.perf_counter()
-    state = jax.block_until_ready(jax.jit(agent.init)(jax.random.PRNGKey(0)))
-    key = jax.random.PRNGKey(1)
+    state = jax.block_until_ready(jax.jit(agent.init)(make_key(0)))
+    key = make_key(1)
     generation = jax.jit(agent.train_step).lower(state, None, key).compile()
     compile_s = time.perf_counter() - t0
     rss_compiled = peak_rss_gb()
@@ -129,17 +117,15 @@ def run_row(
         cmd.append(f"--max-episode-steps={max_episode_steps}")
     if chunk_megabytes is not None:
         cmd.append(f"--chunk-megabytes={chunk_megabytes:g}")
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout_s)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=repo_env(), timeout=timeout_s)
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
         raise RuntimeError(
             f"population {population}: exit {proc.returncode} (-9: killed, likely out of "
             f"memory)\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}"
         )
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    result = last_json(proc.stdout)
     result.update(wall_s=wall, population=population, max_episode_steps=max_episode_steps)
     return result
 
@@ -150,10 +136,10 @@ def main() -> None:
     parser.add_argument("--short-episode", type=int, default=10, help="episode cap, big rows")
     parser.add_argument("--full-pop", type=int, default=1000, help="population, whole episodes")
     parser.add_argument(
-        "--small-chunk",
+        "--big-chunk",
         type=float,
-        default=12.0,
-        help="agent.chunk_megabytes of the last row (12: one pair per evaluation chunk)",
+        default=256.0,
+        help="agent.eval_chunk_megabytes of the last row (default 16: one pair per chunk here)",
     )
     parser.add_argument("--timeout", type=float, default=3600, help="seconds per row")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
@@ -170,13 +156,13 @@ def main() -> None:
         (64, args.short_episode, None),
         (args.population, args.short_episode, None),
         (args.full_pop, None, None),
-        (args.full_pop, None, args.small_chunk),
+        (args.full_pop, None, args.big_chunk),
     ]
     results = []
     for population, cap, chunk in plan:
         what = f"pop {population:,}, episodes ≤ {cap or 500} steps"
         if chunk is not None:
-            what += f", agent.chunk_megabytes={chunk:g}"
+            what += f", agent.eval_chunk_megabytes={chunk:g}"
         print(f"running: {what} ...", flush=True)
         results.append((what, run_row(population, cap, chunk, args.timeout)))
     load_after = os.getloadavg()[0]
@@ -197,8 +183,8 @@ def main() -> None:
         [
             what,
             f"{r['params']:,}",
-            f"{r['population'] * r['params'] * 4 / 1e9:,.2f}",
-            f"{r['env_steps'] / r['run_s']:,.0f}",
+            fmt(r["population"] * r["params"] * 4 / 1e9, 2),
+            fmt(r["env_steps"] / r["run_s"], 0),
             f"{r['compile_s']:.1f}",
             f"{r['run_s']:.1f}",
             f"{r['wall_s']:.1f}",
@@ -217,23 +203,18 @@ def main() -> None:
         for what, r in results
     )
     notes = (
-        f"One ES generation (`agents.es.make_es`, default chunk_megabytes unless said) on "
+        f"One ES generation (`agents.es.make_es`, default chunk sizes unless said) on "
         f"CartPole-v1 with a {'-'.join(map(str, HIDDEN))} tanh MLP and 1 episode per member. "
         f"'noise matrix if materialised' is population × params × 4 bytes; machine memory "
         f"{mem:.1f} GB. Peak RSS is the whole process's (Python, JAX, XLA compile included). "
-        f"1-minute load average: {load_before:.2f} before, {load_after:.2f} after (other "
-        f"processes share the CPU when it is well above 0).\n\n{detail}"
+        f"{load_note(load_before, load_after)}\n\n{detail}"
         if mem is not None
         else detail
     )
     text = (
         f"# ES memory: population × ~1M parameters\n\n{markdown_table(header, rows)}\n\n{notes}\n"
     )
-    print()
-    print(text)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text)
-    print(f"written to {args.out}")
+    write_report(text, args.out)
 
 
 if __name__ == "__main__":

@@ -19,15 +19,24 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
-DEFAULT_OUT = REPO / "benchmarks" / "results" / "evosax_cartpole.md"
+from common import (
+    RESULTS,
+    fmt,
+    last_json,
+    load_note,
+    machine,
+    markdown_table,
+    run_process,
+    time_to_target_header,
+    write_report,
+)
+
+DEFAULT_OUT = RESULTS / "evosax_cartpole.md"
 TARGET = 475.0
 POPULATION = 64
 EPISODES_PER_MEMBER = 5
@@ -36,32 +45,6 @@ SIGMA = 0.02
 LEARNING_RATE = 0.02
 HIDDEN = (64, 64)
 MAX_STEPS = 500
-
-
-def machine() -> str:
-    """CPU model, usable cores and JAX backend, e.g. 'AMD EPYC, 2 cores, jax 0.10.2 cpu'."""
-    import jax
-
-    model = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return f"{model}, {cores} cores, jax {jax.__version__} {jax.default_backend()}"
-
-
-def markdown_table(header: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
-def fmt(x: float | None, digits: int = 1) -> str:
-    return "—" if x is None else f"{x:,.{digits}f}"
 
 
 def evosax_version() -> str | None:
@@ -158,12 +141,8 @@ def run_row(what: str, num_seeds: int, budget: float, seed: int) -> list[str]:
     """One worker process; the row of the table."""
     cmd = [sys.executable, __file__, "--worker", f"--num-seeds={num_seeds}"]
     cmd += [f"--budget={budget:g}", f"--seed={seed}"]
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    wall = time.perf_counter() - t0
-    if proc.returncode != 0:
-        raise RuntimeError(f"{what}: exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    stdout, wall = run_process(what, cmd)
+    result = last_json(stdout)
     curve = result["curve"]
     hit = next((c for c in curve if c["eval_return"] >= TARGET), None)
     best = [max(c["per_seed"][i] for c in curve) for i in range(num_seeds)]
@@ -209,18 +188,7 @@ def main() -> None:
         rows.append(run_row(what, seeds, args.budget, args.seed))
     load_after = os.getloadavg()[0]
 
-    header = [
-        "what",
-        "env steps/s",
-        "compile s",
-        "run s",
-        f"time to {TARGET:g} s (compile+run)",
-        f"env steps to {TARGET:g}",
-        "process wall s",
-        "final return",
-        f"seeds ≥ {TARGET:g}",
-        "machine",
-    ]
+    header = time_to_target_header(TARGET)
     notes = (
         f"evosax {version} `Open_ES` on gymnax CartPole-v1: population {POPULATION} "
         f"(antithetic), sigma {SIGMA}, Adam lr {LEARNING_RATE}, centered ranks, "
@@ -230,17 +198,12 @@ def main() -> None:
         f"episodes (evosax's rollouts always compute all {MAX_STEPS} steps, jaxrl's stop when "
         f"every episode of a batch has ended). 'time to {TARGET:g}' is compile + run seconds at "
         f"the first evaluation whose return, averaged over seeds, reached {TARGET:g}; 'process "
-        f"wall' adds Python start-up and imports. 1-minute load average: {load_before:.2f} "
-        f"before, {load_after:.2f} after (other processes share the CPU when it is well above 0)."
+        f"wall' adds Python start-up and imports. {load_note(load_before, load_after)}"
     )
     text = (
         f"# evosax OpenES on CartPole-v1 (reference)\n\n{markdown_table(header, rows)}\n\n{notes}\n"
     )
-    print()
-    print(text)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text)
-    print(f"written to {args.out}")
+    write_report(text, args.out)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import sys
 import tempfile
 import time
@@ -25,14 +24,15 @@ from pathlib import Path
 
 import jax
 import numpy as np
+from common import REPO, RESULTS, fmt, machine, markdown_table, write_report
 
-REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from jaxrl.loop import Trainer, train  # noqa: E402
-from jaxrl.run import compose  # noqa: E402
+from jaxrl.loop import Trainer, train
+from jaxrl.prng import make_key
+from jaxrl.run import compose
 
-DEFAULT_OUT = REPO / "benchmarks" / "results" / "ppo_cartpole.md"
+DEFAULT_OUT = RESULTS / "ppo_cartpole.md"
 UPDATES = 976
 STEPS_PER_UPDATE = 4 * 128
 EVAL_EVERY = 122
@@ -60,19 +60,6 @@ class Row:
     solved: str  # seeds whose final return is >= 475
 
 
-def machine() -> str:
-    model = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    cores = len(os.sched_getaffinity(0))
-    return f"{model}, {cores} cores, jax {jax.__version__} {jax.default_backend()}"
-
-
 def run_train(what: str, num_seeds: int, workdir: Path) -> Row:
     cfg = compose([*OVERRIDES, f"num_seeds={num_seeds}"])
     result = train(cfg, workdir / f"seeds_{num_seeds}")
@@ -98,7 +85,7 @@ def run_singles(num_seeds: int) -> tuple[Row, float]:
     compile_s = time.perf_counter() - t0
     run_s, finals = 0.0, []
     for seed in range(num_seeds):
-        carry = trainer.init(jax.random.PRNGKey(seed)[None])
+        carry = trainer.init(make_key(seed)[None])
         t0 = time.perf_counter()
         for _ in range(UPDATES // EVAL_EVERY):
             carry, out = compiled(carry)
@@ -117,20 +104,21 @@ def run_singles(num_seeds: int) -> tuple[Row, float]:
 
 
 def markdown(rows: list[Row], where: str) -> str:
+    """The table of `rows`, with `where` in the machine column."""
     header = ["what", "env steps/s", "compile s", "run s", "final return", "seeds ≥ 475", "machine"]
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    for r in rows:
-        cells = [
+    cells = [
+        [
             r.what,
-            f"{r.env_steps / r.run_s:,.0f}",
+            fmt(r.env_steps / r.run_s, 0),
             f"{r.compile_s:.1f}",
             f"{r.run_s:.1f}",
             f"{r.final_return:.1f}",
             r.solved,
             where,
         ]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+        for r in rows
+    ]
+    return markdown_table(header, cells)
 
 
 def main() -> None:
@@ -164,11 +152,7 @@ def main() -> None:
         f"processes shared the CPU when it is well above 0)."
     )
     text = f"# PPO on CartPole-v1 (PureJaxRL configuration)\n\n{table}\n\n{notes}\n"
-    print()
-    print(text)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text)
-    print(f"written to {args.out}")
+    write_report(text, args.out)
 
 
 if __name__ == "__main__":

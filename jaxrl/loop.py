@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import signal
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -54,7 +55,11 @@ class Trainer:
         self.eval_env = self.env.with_num_envs(self.cfg.eval.episodes)
         budget = {"total_env_steps": self.cfg.budget.env_steps} if entry.takes_budget else {}
         self.agent = entry.make(self.cfg.agent, self.env, **budget)
-        self.init = jax.jit(jax.vmap(self._init))
+        # Seeds are initialised one after another (lax.map), not vmapped: a vmapped orthogonal
+        # initialiser is a batched LAPACK QR, and jaxlib's CPU QR parallelises its batch on the
+        # same 2-thread XLA pool whose workers are running it, which deadlocks at 0% CPU when two
+        # such QRs run at once (seen with 2+ seeds on a 2-core machine).
+        self.init = jax.jit(lambda keys: jax.lax.map(self._init, keys))
         self.chunk = jax.jit(jax.vmap(self._chunk))
 
     def seed_keys(self) -> Array:
@@ -157,7 +162,13 @@ def train(cfg: RunConfig, run_dir: Path) -> RunResult:
     logger = RunLogger(run_dir, seeds, cfg.log.tensorboard)
 
     t0 = time.perf_counter()
-    carry = trainer.init(trainer.seed_keys())
+    keys = trainer.seed_keys()
+    # XLA compiles outside the GIL: the chunk compiles in a thread while init compiles and runs.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        abstract = jax.eval_shape(trainer.init, keys)
+        compiling = pool.submit(lambda: trainer.chunk.lower(abstract).compile())
+        carry = trainer.init(keys)
+        compiled = compiling.result()
     progress = Progress.start(len(seeds))
     if cfg.resume:
         if ckpt.latest_step() is None:
@@ -165,7 +176,6 @@ def train(cfg: RunConfig, run_dir: Path) -> RunResult:
         carry, meta = ckpt.restore(carry)
         progress = Progress(**meta["progress"])
         display.message(f"resumed from iteration {progress.iteration} in {run_dir}")
-    compiled = trainer.chunk.lower(carry).compile()
     compile_seconds = time.perf_counter() - t0
 
     status = "completed"

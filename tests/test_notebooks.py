@@ -61,9 +61,20 @@ def check_quickstart(nb: nbformat.NotebookNode) -> None:
     assert has_image(nb), "the learning curve was not displayed"
 
 
+def check_seed_sweep(nb: nbformat.NotebookNode) -> None:
+    """16 PPO seeds: the mean final eval over seeds is high (two seeds may dip at the very end,
+    as PPO on CartPole does) and the sweep plot is shown."""
+    text = text_output(nb)
+    assert "SWEEP seeds=16" in text, "the sweep's result line is missing"
+    final_eval = number_after(text, "final_eval_return")
+    assert final_eval >= 400, f"the 16-seed PPO sweep ended at mean {final_eval}"
+    assert has_image(nb), "the sweep plot was not displayed"
+
+
 # Per-notebook checks of the printed results; notebooks without one only have to run cleanly.
 CHECKS: dict[str, Callable[[nbformat.NotebookNode], None]] = {
     "01_quickstart.ipynb": check_quickstart,
+    "02_seed_sweep.ipynb": check_seed_sweep,
 }
 
 

@@ -31,7 +31,7 @@ out["theta"] = state.theta.tolist()
 out["fitness_mean"] = float(metrics["fitness_mean"])
 out["obs_count"] = float(state.obs_stats.count)
 # Two seeds vmapped over the sharded generation (the case DESIGN.md warns can hang).
-states = jax.vmap(agent.init)(jax.random.split(jax.random.PRNGKey(1), 2))
+states = jax.lax.map(agent.init, jax.random.split(jax.random.PRNGKey(1), 2))  # see Trainer.init
 states, _, _ = jax.jit(jax.vmap(agent.train_step, in_axes=(0, None, 0)))(
     states, None, jax.random.split(jax.random.PRNGKey(2), 2)
 )

@@ -123,3 +123,23 @@ def test_ctrl_c_writes_a_checkpoint_and_exits_130(tmp_path: Path) -> None:
     assert summary["status"] == "interrupted"
     steps = sorted(int(p.name) for p in (run_dir / "checkpoints").iterdir() if p.name.isdigit())
     assert steps[-1] == summary["iterations"] > 0
+
+
+def test_hydra_multirun_composes_with_num_seeds(tmp_path: Path) -> None:
+    """`-m` sweeps a hyperparameter; each job is its own run with all its seeds."""
+    result = cli(
+        "-m",
+        "agent.sigma=0.02,0.05",
+        "num_seeds=2",
+        *TINY,
+        "budget.env_steps=2e3",
+        "log.progress=false",
+        f"hydra.sweep.dir={tmp_path}",
+    )
+    assert result.returncode == 0, result.stderr
+    sigmas = []
+    for job in ("0", "1"):
+        summary = json.loads((tmp_path / job / "summary.json").read_text())
+        assert [row["seed"] for row in summary["seeds"]] == [0, 1]
+        sigmas.append(json.loads((tmp_path / job / "config.json").read_text())["agent"]["sigma"])
+    assert sigmas == [0.02, 0.05]

@@ -1,0 +1,106 @@
+"""Helpers shared by the benchmark scripts: machine description, markdown tables, number
+formatting, load-average notes, worker subprocesses and writing the results file.
+
+The scripts run as `python benchmarks/<name>.py`, so this directory is `sys.path[0]` and they
+import it as `from common import ...`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+RESULTS = REPO / "benchmarks" / "results"
+
+
+def machine(load: bool = False) -> str:
+    """CPU model, usable cores and JAX backend, e.g. 'AMD EPYC, 2 cores, jax 0.10.2 cpu'; with
+    `load`, the current 1-minute load average appended (', load 1.0')."""
+    import jax
+
+    model = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    where = f"{model}, {cores} cores, jax {jax.__version__} {jax.default_backend()}"
+    return f"{where}, load {os.getloadavg()[0]:.1f}" if load else where
+
+
+def markdown_table(header: list[str], rows: list[list[str]]) -> str:
+    """A markdown table: the header row, the `|---|` separator, then one line per row."""
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def fmt(x: float | None, digits: int = 1) -> str:
+    """`x` with thousands separators and `digits` decimals; '—' for None."""
+    return "—" if x is None else f"{x:,.{digits}f}"
+
+
+def time_to_target_header(target: float) -> list[str]:
+    """Columns of the CartPole ES tables (es_cartpole.py and its evosax reference)."""
+    return [
+        "what",
+        "env steps/s",
+        "compile s",
+        "run s",
+        f"time to {target:g} s (compile+run)",
+        f"env steps to {target:g}",
+        "process wall s",
+        "final return",
+        f"seeds ≥ {target:g}",
+        "machine",
+    ]
+
+
+def load_note(before: float, after: float) -> str:
+    """The sentence on the 1-minute load average before and after the measurements."""
+    return (
+        f"1-minute load average: {before:.2f} before, {after:.2f} after (other processes share "
+        f"the CPU when it is well above 0)."
+    )
+
+
+def repo_env(**extra: str) -> dict[str, str]:
+    """This process's environment plus `extra`, with the repository first on PYTHONPATH, for
+    subprocesses that import jaxrl from this checkout."""
+    env = dict(os.environ, **extra)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    return env
+
+
+def run_process(what: str, cmd: list[str], **kwargs: Any) -> tuple[str, float]:
+    """Run `cmd` (extra `subprocess.run` arguments in `kwargs`) capturing its text output;
+    returns (stdout, wall seconds). A non-zero exit raises RuntimeError naming `what`."""
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, **kwargs)
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise RuntimeError(f"{what}: exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
+    return proc.stdout, wall
+
+
+def last_json(stdout: str) -> dict[str, Any]:
+    """The JSON object a worker process printed as the last line of its output."""
+    return json.loads(stdout.strip().splitlines()[-1])
+
+
+def write_report(text: str, out: Path) -> None:
+    """Print the report and write it to `out` (creating its directory)."""
+    print()
+    print(text)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text)
+    print(f"written to {out}")
