@@ -107,7 +107,10 @@ class BraxState(NamedTuple):
     time: Array  # int32[B], steps since the episode began
     episode_return: Array  # float32[B]
     episode_length: Array  # int32[B]
-    next_refresh: Array  # int32: the first of the envs whose `first` the next step redraws
+    # int32[B], every entry the same: the first env whose `first` the next step redraws. Kept per
+    # env (not a scalar) so that every leaf of the state has the batch axis: learners may shard the
+    # batch over devices or step its envs one by one.
+    next_refresh: Array
 
 
 @dataclasses.dataclass(frozen=True)
@@ -140,7 +143,7 @@ class BraxEnv:
         zeros_f = jnp.zeros((n,), jnp.float32)
         zeros_i = jnp.zeros((n,), jnp.int32)
         zeros_b = jnp.zeros((n,), bool)
-        state = BraxState(core, core, zeros_i, zeros_f, zeros_i, jnp.zeros((), jnp.int32))
+        state = BraxState(core, core, zeros_i, zeros_f, zeros_i, zeros_i)
         info = episode_info(zeros_f, zeros_i, zeros_b)
         return state, TimeStep(core.obs, zeros_f, zeros_b, zeros_b, core.obs, info)
 
@@ -164,7 +167,7 @@ class BraxEnv:
         fresh = jax.vmap(self.env.reset)(jax.random.split(key, k))
 
         def refresh(cached: Array, new: Array) -> Array:
-            return jax.lax.dynamic_update_slice_in_dim(cached, new, state.next_refresh, axis=0)
+            return jax.lax.dynamic_update_slice_in_dim(cached, new, state.next_refresh[0], axis=0)
 
         next_state = BraxState(
             core=jax.tree.map(where_done, state.first, core),

@@ -80,11 +80,16 @@ class TanhGaussian(NamedTuple):
     low: Array
     high: Array
 
+    @property
+    def _base(self) -> DiagGaussian:
+        """The Gaussian of u, before squashing."""
+        return DiagGaussian(self.mean, self.log_std, self.low, self.high)
+
     def sample(self, key: Key) -> Array:
-        return self.mean + jnp.exp(self.log_std) * jax.random.normal(key, self.mean.shape)
+        return self._base.sample(key)
 
     def log_prob(self, raw: Array) -> Array:
-        base = DiagGaussian(self.mean, self.log_std, self.low, self.high).log_prob(raw)
+        base = self._base.log_prob(raw)
         # log(1 - tanh²u) = 2·(log 2 − u − softplus(−2u)), stable for large |u|.
         log_det = 2.0 * (math.log(2.0) - raw - jax.nn.softplus(-2.0 * raw))
         return base - jnp.sum(log_det + jnp.log(self._scale), axis=-1)
@@ -92,7 +97,7 @@ class TanhGaussian(NamedTuple):
     def entropy(self) -> Array:
         """The base normal's entropy: the squashed one has no closed form. A bonus on it keeps
         exploration up just as well; the tanh only bounds where actions land."""
-        return DiagGaussian(self.mean, self.log_std, self.low, self.high).entropy()
+        return self._base.entropy()
 
     def mode(self) -> Array:
         return self.mean
