@@ -78,17 +78,23 @@ def to_run_config(cfg: DictConfig) -> RunConfig:
 
 def compose(overrides: list[str]) -> RunConfig:
     """Compose and validate a run config from command-line style overrides (also the Python API)."""
+    check_group_choices(overrides)
+    try:
+        cfg = _compose_node(overrides)
+    except (HydraException, OmegaConfBaseException) as e:
+        raise ConfigError(_explain_composition_error(e, overrides)) from None
+    return to_run_config(cfg)
+
+
+def _compose_node(overrides: list[str]) -> DictConfig:
+    """Hydra's composition of `config.yaml` with the overrides, schemas registered first (so it
+    also works in a fresh process that only loads or resumes a run)."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_module
 
-    check_group_choices(overrides)
     register_configs()
     with initialize_config_module(CONFIG_MODULE, version_base="1.3"):
-        try:
-            cfg = hydra_compose("config", overrides=overrides)
-        except (HydraException, OmegaConfBaseException) as e:
-            raise ConfigError(_explain_composition_error(e, overrides)) from None
-    return to_run_config(cfg)
+        return hydra_compose("config", overrides=overrides)
 
 
 def check_group_choices(overrides: list[str]) -> None:
@@ -178,15 +184,7 @@ def resumed_config(run_dir: str) -> RunConfig:
     saved["resume"] = str(run_dir)
     saved["log"]["dir"] = str(run_dir)
     overrides = [f"agent={saved['agent']['name']}", f"env={saved['env']['id']}"]
-    return to_run_config(OmegaConf.merge(_base(overrides), saved))
-
-
-def _base(overrides: list[str]) -> DictConfig:
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_module
-
-    with initialize_config_module(CONFIG_MODULE, version_base="1.3"):
-        return hydra_compose("config", overrides=overrides)
+    return to_run_config(OmegaConf.merge(_compose_node(overrides), saved))
 
 
 def enable_compilation_cache() -> None:

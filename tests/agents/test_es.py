@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -228,6 +230,19 @@ def test_load_and_act(trained_run) -> None:
     assert total.mean() >= 475
     with pytest.raises(ValueError, match="seeds are"):
         jaxrl.load(trained_run.run_dir, seed=5)
+
+
+def test_load_in_a_fresh_process(trained_run) -> None:
+    """Loading needs nothing from the training process (config schemas are registered by load)."""
+    code = (
+        f"import jaxrl, numpy as np; p = jaxrl.load({str(trained_run.run_dir)!r});"
+        "print('ACTIONS', np.asarray(p(np.zeros((3, 4), np.float32))).tolist())"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=240)
+    assert out.returncode == 0, out.stderr[-2000:]
+    line = next(x for x in out.stdout.splitlines() if x.startswith("ACTIONS"))
+    expected = np.asarray(jaxrl.load(trained_run.run_dir)(np.zeros((3, 4), np.float32))).tolist()
+    assert line == f"ACTIONS {expected}"
 
 
 def test_resume_after_interrupt_gives_identical_parameters(tmp_path: Path) -> None:
