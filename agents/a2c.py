@@ -10,7 +10,13 @@ from dataclasses import dataclass
 from jaxrl.config import require
 from jaxrl.distributions import Distribution
 from jaxrl.env import Env
-from jaxrl.onpolicy import Algorithm, OnPolicyConfig, Sample, make_on_policy
+from jaxrl.onpolicy import (
+    Algorithm,
+    OnPolicyConfig,
+    Sample,
+    make_on_policy,
+    policy_gradient_loss,
+)
 from jaxrl.types import Agent, Array
 
 
@@ -32,12 +38,8 @@ class A2CConfig(OnPolicyConfig):
 def a2c_loss(
     cfg: A2CConfig, dist: Distribution, value: Array, sample: Sample
 ) -> tuple[Array, dict[str, Array]]:
-    """Per-sample A2C loss; the advantage is data (no gradient flows into it)."""
-    policy_loss = -dist.log_prob(sample.raw_action) * sample.advantage
-    value_loss = 0.5 * (value - sample.target) ** 2
-    entropy = dist.entropy()
-    loss = policy_loss + cfg.vf_coef * value_loss - cfg.ent_coef * entropy
-    return loss, {"policy_loss": policy_loss, "value_loss": value_loss, "entropy": entropy}
+    """Per-sample A2C loss."""
+    return policy_gradient_loss(dist, value, sample, cfg.vf_coef, cfg.ent_coef)
 
 
 def make_a2c(cfg: A2CConfig, env: Env, total_env_steps: float) -> Agent:

@@ -15,7 +15,13 @@ from dataclasses import dataclass
 from jaxrl.config import require
 from jaxrl.distributions import Distribution
 from jaxrl.env import Env
-from jaxrl.onpolicy import Algorithm, OnPolicyConfig, Sample, make_on_policy
+from jaxrl.onpolicy import (
+    Algorithm,
+    OnPolicyConfig,
+    Sample,
+    make_on_policy,
+    policy_gradient_loss,
+)
 from jaxrl.types import Agent, Array
 
 BASELINES = ("learned", "mean", "none")
@@ -43,13 +49,8 @@ def reinforce_loss(
     cfg: REINFORCEConfig, dist: Distribution, value: Array, sample: Sample
 ) -> tuple[Array, dict[str, Array]]:
     """Per-sample loss: −log π(a|s)·advantage, plus the baseline's regression when learned."""
-    policy_loss = -dist.log_prob(sample.raw_action) * sample.advantage
-    value_loss = 0.5 * (value - sample.target) ** 2
-    entropy = dist.entropy()
-    loss = policy_loss - cfg.ent_coef * entropy
-    if cfg.baseline == "learned":
-        loss = loss + cfg.vf_coef * value_loss
-    return loss, {"policy_loss": policy_loss, "value_loss": value_loss, "entropy": entropy}
+    vf_coef = cfg.vf_coef if cfg.baseline == "learned" else 0.0
+    return policy_gradient_loss(dist, value, sample, vf_coef, cfg.ent_coef)
 
 
 def make_reinforce(cfg: REINFORCEConfig, env: Env, total_env_steps: float) -> Agent:

@@ -95,6 +95,19 @@ class Sample(NamedTuple):
 SampleLoss = Callable[[Distribution, Array, Sample], tuple[Array, dict[str, Array]]]
 
 
+def policy_gradient_loss(
+    dist: Distribution, value: Array, sample: Sample, vf_coef: float, ent_coef: float
+) -> tuple[Array, dict[str, Array]]:
+    """Per-sample −log π(a|s)·advantage + vf_coef·½(V − target)² − ent_coef·entropy; the
+    advantage is data (no gradient flows into it). A2C's loss, and REINFORCE's (vf_coef 0 without
+    a learned baseline)."""
+    policy_loss = -dist.log_prob(sample.raw_action) * sample.advantage
+    value_loss = 0.5 * (value - sample.target) ** 2
+    entropy = dist.entropy()
+    loss = policy_loss + vf_coef * value_loss - ent_coef * entropy
+    return loss, {"policy_loss": policy_loss, "value_loss": value_loss, "entropy": entropy}
+
+
 class Algorithm(NamedTuple):
     """What makes an on-policy agent itself."""
 
