@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 import jax
 
+from jaxrl.prng import make_key
+
 if TYPE_CHECKING:
     from jaxrl.loop import RunResult
 
@@ -47,8 +49,6 @@ class Policy:
         self._act = jax.jit(lambda state, obs, key: trainer.agent.act(state, obs, key, True))
 
     def __call__(self, obs: Any, key: jax.Array | None = None) -> jax.Array:
-        from jaxrl.prng import make_key
-
         key = make_key(0) if key is None else key
         return self._act(self.agent_state, jax.numpy.asarray(obs, jax.numpy.float32), key)
 
