@@ -1,0 +1,217 @@
+"""The off-policy machinery DQN, DDPG, TD3 and SAC share; they differ only in their `Learner`.
+
+One iteration (`train_step`) is `iteration_steps` env steps of the persistent env batch, in cycles
+of `train_freq` batched steps followed by `gradient_steps` updates on minibatches drawn from the
+replay buffer. Every step stores `Transition(obs, action, reward, terminated, truncated,
+next_obs=final_obs)`: the true successor, so a truncated step bootstraps from the last observation
+of its episode and a terminated one does not bootstrap at all (the learner's target uses
+`terminated` only). Until `learning_starts` env steps have been taken, actions are uniformly random
+and no update runs.
+
+ERL reuses the pieces: its population's rollouts and its learner's share one buffer
+(`jaxrl.replay`), and its learner is a `Learner` of this module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from jaxrl import replay
+from jaxrl.config import require
+from jaxrl.env import Env, random_actions
+from jaxrl.networks import ACTIVATIONS
+from jaxrl.replay import ReplayState
+from jaxrl.types import Agent, Array, Key, Metrics, PyTree, Transition
+
+
+@dataclass(frozen=True)
+class OffPolicyConfig:
+    """Hyperparameters every off-policy agent has; agents subclass it with their own defaults."""
+
+    name: str = "offpolicy"
+    buffer_size: int = 100_000  # transitions kept (per seed)
+    batch_size: int = 256
+    learning_starts: int = 1_000  # env steps of uniformly random actions before learning
+    train_freq: int = 1  # batched env steps between rounds of updates
+    gradient_steps: int = 1  # updates per round
+    iteration_steps: int = 1_000  # env steps (all envs) per train_step, i.e. per logged iteration
+    gamma: float = 0.99
+    hidden_sizes: tuple[int, ...] = (256, 256)
+    activation: str = "relu"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "hidden_sizes", tuple(self.hidden_sizes))
+        require(self.buffer_size >= 1, f"agent.buffer_size={self.buffer_size} must be >= 1")
+        require(self.batch_size >= 1, f"agent.batch_size={self.batch_size} must be >= 1")
+        require(
+            self.learning_starts >= 0, f"agent.learning_starts={self.learning_starts} must be >= 0"
+        )
+        require(self.train_freq >= 1, f"agent.train_freq={self.train_freq} must be >= 1")
+        require(
+            self.gradient_steps >= 1, f"agent.gradient_steps={self.gradient_steps} must be >= 1"
+        )
+        require(
+            self.iteration_steps >= 1, f"agent.iteration_steps={self.iteration_steps} must be >= 1"
+        )
+        require(0 <= self.gamma <= 1, f"agent.gamma={self.gamma} must be in [0, 1]")
+        require(
+            len(self.hidden_sizes) >= 1 and all(h >= 1 for h in self.hidden_sizes),
+            f"agent.hidden_sizes={list(self.hidden_sizes)} must be one or more positive sizes",
+        )
+        require(
+            self.activation in ACTIVATIONS,
+            f"agent.activation='{self.activation}' is not one of: {', '.join(ACTIVATIONS)}",
+        )
+
+
+class Learner(NamedTuple):
+    """What makes an off-policy agent itself: its networks, exploration and update."""
+
+    init: Callable[[Key], PyTree]
+    # (state, batched obs, key, env steps so far) -> env actions with exploration (ε-greedy, noise)
+    explore: Callable[[PyTree, Array, Key, Array], Array]
+    # (state, obs or batched obs, key, deterministic) -> env actions; deterministic for evaluation
+    act: Callable[[PyTree, Array, Key, bool], Array]
+    # (state, minibatch of transitions, key) -> (state, scalar metrics)
+    update: Callable[[PyTree, Transition, Key], tuple[PyTree, Metrics]]
+    params: Callable[[PyTree], PyTree]  # the policy's parameters (NaN checks, export)
+
+
+class OffPolicyState(NamedTuple):
+    learner: PyTree
+    buffer: ReplayState
+    env_steps: Array  # int32: env steps taken so far (all envs)
+
+
+def soft_update(target: PyTree, online: PyTree, tau: float) -> PyTree:
+    """Polyak averaging: target ← τ·online + (1 − τ)·target (τ = 1 copies)."""
+    return optax.incremental_update(online, target, tau)
+
+
+def example_transition(env: Env) -> Transition:
+    """One zero transition shaped like `env`'s, for `replay.init`."""
+    spec = env.spec
+    obs = jnp.zeros(spec.observation_space.shape, spec.observation_space.dtype)
+    action = jnp.zeros(spec.action_space.shape, spec.action_space.dtype)
+    flag = jnp.zeros((), bool)
+    return Transition(obs, action, jnp.zeros((), jnp.float32), flag, flag, obs)
+
+
+def env_step_transitions(
+    env: Env, env_state: PyTree, policy: Callable[[Array, Key], Array], key: Key
+) -> tuple[PyTree, Transition, dict[str, Array]]:
+    """One batched step of `env` under `policy`: the new (env state, TimeStep), the transitions
+    to store (successor = `final_obs`) and the step's episode statistics."""
+    vector_state, ts = env_state
+    act_key, step_key = jax.random.split(key)
+    action = policy(ts.obs, act_key)
+    vector_state, next_ts = env.step(vector_state, action, step_key)
+    transition = Transition(
+        ts.obs, action, next_ts.reward, next_ts.terminated, next_ts.truncated, next_ts.final_obs
+    )
+    return (vector_state, next_ts), transition, next_ts.info
+
+
+def make_off_policy(cfg: OffPolicyConfig, env: Env, learner: Learner) -> Agent:
+    """An `Agent` that fills a replay buffer from `env`'s batch and trains `learner` from it."""
+    num_envs = env.spec.num_envs
+    steps_per_round = num_envs * cfg.train_freq
+    require(
+        cfg.iteration_steps % steps_per_round == 0,
+        f"agent.iteration_steps={cfg.iteration_steps} must be a multiple of env.num_envs × "
+        f"agent.train_freq = {num_envs} × {cfg.train_freq}",
+    )
+    require(
+        cfg.buffer_size >= num_envs,
+        f"agent.buffer_size={cfg.buffer_size} must hold at least one step of the env batch "
+        f"({num_envs} envs)",
+    )
+    rounds = cfg.iteration_steps // steps_per_round
+    learn_after = max(cfg.learning_starts, cfg.batch_size)
+
+    def init(key: Key) -> OffPolicyState:
+        buffer = replay.init(example_transition(env), cfg.buffer_size)
+        return OffPolicyState(learner.init(key), buffer, jnp.zeros((), jnp.int32))
+
+    def train_step(state: OffPolicyState, env_state: PyTree, key: Key):
+        def policy(learner_state: PyTree, env_steps: Array) -> Callable[[Array, Key], Array]:
+            def act(obs: Array, k: Key) -> Array:
+                explore_key, random_key = jax.random.split(k)
+                explored = learner.explore(learner_state, obs, explore_key, env_steps)
+                uniform = random_actions(env.spec, random_key).astype(explored.dtype)
+                return jnp.where(env_steps < cfg.learning_starts, uniform, explored)
+
+            return act
+
+        def collect(carry, step_key):
+            state, env_state = carry
+            env_state, transition, info = env_step_transitions(
+                env, env_state, policy(state.learner, state.env_steps), step_key
+            )
+            state = state._replace(
+                buffer=replay.add(state.buffer, transition), env_steps=state.env_steps + num_envs
+            )
+            done = info["episode_done"]
+            return (state, env_state), (
+                done.sum(),
+                jnp.where(done, info["episode_return"], 0).sum(),
+            )
+
+        def learn(learner_state: PyTree, buffer: ReplayState, round_key: Key):
+            def one_update(ls, k):
+                sample_key, update_key = jax.random.split(k)
+                batch = replay.sample(buffer, sample_key, cfg.batch_size)
+                return learner.update(ls, batch, update_key)
+
+            keys = jax.random.split(round_key, cfg.gradient_steps)
+            learner_state, metrics = jax.lax.scan(one_update, learner_state, keys)
+            return learner_state, jax.tree.map(jnp.mean, metrics)
+
+        def one_round(carry, round_key):
+            collect_key, learn_key = jax.random.split(round_key)
+            (state, env_state), (ends, returns) = jax.lax.scan(
+                collect, carry, jax.random.split(collect_key, cfg.train_freq)
+            )
+            args = (state.learner, state.buffer, learn_key)
+            metric_shapes = jax.eval_shape(learn, *args)[1]
+            skip = lambda ls, *_: (
+                ls,
+                jax.tree.map(lambda m: jnp.zeros(m.shape, m.dtype), metric_shapes),
+            )
+            # Under vmap over seeds `cond` becomes a select (both run); a single seed skips.
+            learner_state, metrics = jax.lax.cond(
+                state.env_steps >= learn_after, learn, skip, *args
+            )
+            carry = (state._replace(learner=learner_state), env_state)
+            return carry, (ends.sum(), returns.sum(), metrics)
+
+        (state, env_state), (ends, returns, metrics) = jax.lax.scan(
+            one_round, (state, env_state), jax.random.split(key, rounds)
+        )
+        episodes = ends.sum()
+        metrics = {
+            **jax.tree.map(jnp.mean, metrics),
+            "env_steps": jnp.asarray(cfg.iteration_steps, jnp.int32),
+            "episodes": episodes,
+            # 0 when no episode ended during the iteration (a NaN would stop the run)
+            "episode_return": returns.sum() / jnp.maximum(episodes, 1),
+        }
+        return state, env_state, metrics
+
+    def act(state: OffPolicyState, obs: Array, key: Key, deterministic: bool = False) -> Array:
+        return learner.act(state.learner, obs, key, deterministic)
+
+    return Agent(
+        init=init,
+        act=act,
+        train_step=train_step,
+        params=lambda state: jnp.concatenate(
+            [jnp.ravel(x) for x in jax.tree.leaves(learner.params(state.learner))]
+        ),
+    )
