@@ -1,0 +1,288 @@
+"""Atari 2600 games (`ALE/<Game>-v5`) on the host, through ALE's own C++ vector engine.
+
+ale_py's `AtariVectorEnv` steps every game of a pool on its own threads and does the standard
+preprocessing in C++ (no-op and FIRE reset, frame skip with a max-pool of the last two frames,
+84×84 grey resize with area interpolation, frame stack). Its `SameStep` auto-reset gives the
+ended episode's last observation beside the next episode's first, as the host contract
+(`envs.host.HostPool`) requires. Three things are done here in Python instead, each because
+ALE's version would not give the contract's semantics:
+
+* Reward clipping: ALE returns only the clipped reward, and the episode statistics must report
+  the game score. The pool gets raw rewards, sums them for `episode_return` and gives the learner
+  their sign.
+* Episodic life: ALE's `episodic_life` resets the game on a life loss and its `life_loss_info`
+  does not separate a life loss from a game over. Here a life loss (the lives counter drops and
+  stays above 0, as in OpenAI Baselines' `EpisodicLifeEnv`) is `terminated` for the learner while
+  the game, its frame stack and its statistics run on; the episode statistics (return, length,
+  `episode_done`) are those of the whole game. So `terminated` without `episode_done` means "a
+  life was lost".
+* The time limit: ALE cuts the frame skip short when its frame cap is reached, so its last
+  observation misses the step's final frame. The pool counts agent steps and resets a game
+  itself when the cap is hit, so `final_obs` at a truncation is the frame the game really shows
+  (learners bootstrap from it).
+
+Defaults (`AtariConfig`) against the usual references: Gym = Gymnasium's `AtariPreprocessing` +
+`FrameStackObservation` on `ALE/<Game>-v5` made with `frameskip=1`; SB3 = Stable-Baselines3's
+`AtariWrapper` + `VecFrameStack` on `<Game>NoFrameskip-v4`; ALE = `AtariVectorEnv`'s defaults.
+
+| option | jaxrl | Gym | SB3 | ALE |
+| --- | --- | --- | --- | --- |
+| observation | uint8 [84, 84, 4] (H, W, C) | [4, 84, 84] | [84, 84, 4] | [4, 84, 84] |
+| frame skip | 4, max of the last 2 frames | same | same | same |
+| reset | FIRE, then 0–28 no-ops | 1–30 no-ops | 1–30 no-ops, FIRE | as jaxrl |
+| life loss | `terminated`, game goes on | nothing | done, game goes on | nothing |
+| reward | sign; statistics: game score | raw | sign; Monitor: raw | clipped ±1 |
+| stack padding | zeros | first frame | zeros | zeros |
+| sticky actions | 0.25 | 0.25 | 0.0 | 0.0 |
+| action set | minimal | minimal | minimal | minimal |
+| episode cap | 27,000 steps (108,000 frames) | 108,000 frames | 108,000 frames | 108,000 frames |
+
+Every cap is a truncation. Grey is ITU-R 601 luma, resized with area interpolation, everywhere.
+The no-op counts are for `noop_max=30`; FIRE is pressed only in games that have it.
+
+Sticky actions default to 0.25 because the id says `-v5` (Machado et al., 2018) and Gymnasium's
+`ALE/Breakout-v5` then has the same dynamics; `env.repeat_action_probability=0` gives the
+deterministic `NoFrameskip-v4` games of the DQN papers and of SB3/CleanRL benchmarks.
+
+Differences from SB3's wrappers that remain: after a life loss the game is not "reset" (no extra
+no-op step, no FIRE press, the frame stack keeps running), so in games such as Breakout the agent
+must press FIRE itself to launch the next ball; ALE presses FIRE before the no-ops, SB3 after.
+
+Evaluation should report the game score: build the evaluation pool from `evaluation_config(cfg)`
+(episodic life and clipping off), or read `episode_return` where `episode_done`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import functools
+from typing import Any
+
+import numpy as np
+
+from envs.host import HostStep
+from jaxrl.config import ConfigError, EnvConfig, require
+from jaxrl.types import Box, Discrete, EnvSpec
+
+PREFIX = "ALE/"
+# Frames per episode before truncation, as in Gymnasium's v5 ids and Machado et al. (2018).
+MAX_EPISODE_FRAMES = 108_000
+# ALE's own frame cap is lifted out of reach (see the module docstring: the pool truncates).
+_ALE_FRAME_CAP = 2**30
+
+
+@dataclasses.dataclass(frozen=True)
+class AtariConfig(EnvConfig):
+    """Preprocessing options of the Atari family: `env=ALE/Pong-v5 env.episodic_life=false`."""
+
+    id: str = "ALE/Breakout-v5"
+    frame_skip: int = 4  # emulator frames per agent step; the observation max-pools the last two
+    frame_stack: int = 4  # grey frames per observation (the channel axis)
+    screen_size: int = 84  # frames are resized to screen_size × screen_size
+    noop_max: int = 30  # a reset plays a random number (< noop_max) of no-ops
+    fire_reset: bool = True  # press FIRE on reset where the game has it
+    episodic_life: bool = True  # a life loss is `terminated` for the learner (training only)
+    clip_rewards: bool = True  # the learner's reward is the sign of the game's (training only)
+    repeat_action_probability: float = 0.25  # sticky actions; 0 for the DQN papers' setting
+    full_action_space: bool = False  # all 18 joystick actions instead of the game's minimal set
+    threads: int = 0  # ALE worker threads; 0: one per env up to the core count
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name in ("frame_skip", "frame_stack", "screen_size"):
+            value = getattr(self, name)
+            require(value >= 1, f"env.{name}={value} must be >= 1")
+        require(self.noop_max >= 0, f"env.noop_max={self.noop_max} must be >= 0")
+        require(
+            0.0 <= self.repeat_action_probability <= 1.0,
+            f"env.repeat_action_probability={self.repeat_action_probability} must be in [0, 1]",
+        )
+        require(self.threads >= 0, f"env.threads={self.threads} must be >= 0 (0: automatic)")
+
+    @property
+    def episode_steps(self) -> int:
+        """The agent-step cap: `max_episode_steps`, or 108,000 frames' worth of steps."""
+        return self.max_episode_steps or MAX_EPISODE_FRAMES // self.frame_skip
+
+
+def evaluation_config(cfg: AtariConfig) -> AtariConfig:
+    """The same games scored as games: whole-game episodes and unclipped rewards."""
+    return dataclasses.replace(cfg, episodic_life=False, clip_rewards=False)
+
+
+@functools.cache
+def atari_games() -> dict[str, str]:
+    """`ALE/<Game>-v5` id -> ALE ROM name, for every image-observation v5 id ale_py registers
+    with Gymnasium (empty without ale_py)."""
+    try:
+        import ale_py
+        import gymnasium
+    except ImportError:
+        return {}
+    gymnasium.register_envs(ale_py)
+    return {
+        env_id: spec.kwargs["game"]
+        for env_id, spec in gymnasium.registry.items()
+        if env_id.startswith(PREFIX)
+        and env_id.endswith("-v5")
+        and spec.kwargs.get("obs_type", "rgb") == "rgb"
+    }
+
+
+def _rom(env_id: str) -> str:
+    games = atari_games()
+    if not games:
+        raise ConfigError(f"env '{env_id}' needs ale-py: pip install 'jaxrl[atari]'")
+    if env_id not in games:
+        close = difflib.get_close_matches(env_id, games, n=3)
+        hint = f"did you mean {', '.join(close)}? " if close else ""
+        raise ConfigError(
+            f"env '{env_id}' is not an Atari game; {hint}valid: ALE/<Game>-v5 for the "
+            f"{len(games)} games of envs.atari.atari_games(), e.g. ALE/Breakout-v5, ALE/Pong-v5"
+        )
+    return games[env_id]
+
+
+def _vector_env(cfg: AtariConfig, num_envs: int) -> Any:
+    from ale_py.vector_env import AtariVectorEnv
+
+    return AtariVectorEnv(
+        _rom(cfg.id),
+        num_envs,
+        num_threads=cfg.threads,
+        max_num_frames_per_episode=_ALE_FRAME_CAP,
+        repeat_action_probability=cfg.repeat_action_probability,
+        full_action_space=cfg.full_action_space,
+        autoreset_mode="SameStep",
+        img_height=cfg.screen_size,
+        img_width=cfg.screen_size,
+        grayscale=True,
+        stack_num=cfg.frame_stack,
+        frameskip=cfg.frame_skip,
+        maxpool=True,
+        noop_max=cfg.noop_max,
+        episodic_life=False,
+        life_loss_info=False,
+        reward_clipping=False,
+        use_fire_reset=cfg.fire_reset,
+    )
+
+
+@functools.cache
+def _minimal_action_count(rom: str) -> int:
+    import ale_py
+
+    ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)
+    ale = ale_py.ALEInterface()
+    ale.loadROM(ale_py.roms.get_rom_path(rom))
+    return len(ale.getMinimalActionSet())
+
+
+def num_actions(cfg: AtariConfig) -> int:
+    """The size of the game's action set (minimal, or all 18) without starting a pool."""
+    return 18 if cfg.full_action_space else _minimal_action_count(_rom(cfg.id))
+
+
+def atari_spec(cfg: AtariConfig, num_envs: int) -> EnvSpec:
+    """What agents see of an Atari pool: uint8 [H, W, frame_stack] frames, Discrete actions."""
+    shape = (cfg.screen_size, cfg.screen_size, cfg.frame_stack)
+    return EnvSpec(
+        name=cfg.id,
+        family="host",
+        observation_space=Box(
+            np.zeros(shape, np.uint8), np.full(shape, 255, np.uint8), shape, np.uint8
+        ),
+        action_space=Discrete(num_actions(cfg)),
+        num_envs=num_envs,
+        max_episode_steps=cfg.episode_steps,
+        vmappable=False,
+    )
+
+
+def _hwc(obs: np.ndarray) -> np.ndarray:
+    """ALE's [n, stack, H, W] as [n, H, W, stack] (the Nature CNN's layout)."""
+    return np.ascontiguousarray(obs.transpose(0, 2, 3, 1))
+
+
+class AtariPool:
+    """`num_envs` games stepped together by ALE's C++ threads; an `envs.host.HostPool`."""
+
+    def __init__(self, cfg: AtariConfig, num_envs: int) -> None:
+        require(num_envs >= 1, f"num_envs={num_envs} must be >= 1")
+        self.cfg = cfg
+        self.num_envs = num_envs
+        self.max_episode_steps = cfg.episode_steps
+        self._env = _vector_env(cfg, num_envs)
+        self.num_actions = int(self._env.single_action_space.n)
+        self._steps = np.zeros(num_envs, np.int64)
+        self._return = np.zeros(num_envs, np.float64)
+        self._lives = np.zeros(num_envs, np.int32)
+
+    def reset(self, seed: int) -> np.ndarray:
+        """Reseed and restart every game; env i's seed is drawn from `SeedSequence(seed)` so
+        pools with neighbouring seeds share no game seeds."""
+        seeds = np.random.SeedSequence(seed).generate_state(self.num_envs) & 0x7FFFFFFF
+        obs, info = self._env.reset(seed=seeds.astype(np.int64))
+        self._steps[:] = 0
+        self._return[:] = 0.0
+        self._lives[:] = info["lives"]
+        return _hwc(obs)
+
+    def step(self, actions: np.ndarray) -> HostStep:
+        actions = np.asarray(actions)
+        # ALE's worker threads swallow a bad action's exception and the pool then waits forever.
+        if (
+            actions.shape != (self.num_envs,)
+            or not np.issubdtype(actions.dtype, np.integer)
+            or actions.min() < 0
+            or actions.max() >= self.num_actions
+        ):
+            raise ValueError(
+                f"{self.cfg.id}: actions must be {self.num_envs} integers in "
+                f"[0, {self.num_actions}); got {actions.dtype} {actions.shape} {actions!r}"
+            )
+        obs, raw, game_over, _, info = self._env.step(actions.astype(np.int32))
+        obs = _hwc(obs)
+        raw = raw.astype(np.float64)
+        game_over = game_over.astype(bool)
+        self._steps += 1
+        self._return += raw
+        time_up = (self._steps >= self.max_episode_steps) & ~game_over
+        lives = info["lives"]
+        life_lost = (lives < self._lives) & (lives > 0) & ~game_over
+        terminated = game_over | (life_lost & self.cfg.episodic_life)
+        episode_done = game_over | time_up
+
+        final_obs = obs.copy()
+        if game_over.any():
+            final_obs[game_over] = _hwc(info["final_obs"])[game_over]
+        if time_up.any():
+            fresh, fresh_info = self._env.reset(seed=None, options={"reset_mask": time_up})
+            obs[time_up] = _hwc(fresh)[time_up]
+            lives = np.where(time_up, fresh_info["lives"], lives)
+
+        result = HostStep(
+            obs=obs,
+            reward=(np.sign(raw) if self.cfg.clip_rewards else raw).astype(np.float32),
+            terminated=terminated,
+            truncated=time_up & ~terminated,
+            final_obs=final_obs,
+            episode_return=self._return.astype(np.float32),
+            episode_length=self._steps.astype(np.int32),
+            episode_done=episode_done,
+        )
+        self._lives = lives.astype(np.int32)
+        self._steps[episode_done] = 0
+        self._return[episode_done] = 0.0
+        return result
+
+    def close(self) -> None:
+        self._env.close()
+
+
+def make_atari_pool(cfg: AtariConfig, num_envs: int, seed: int) -> AtariPool:
+    """A pool of `num_envs` games, already reset with `seed`."""
+    pool = AtariPool(cfg, num_envs)
+    pool.reset(seed)
+    return pool
