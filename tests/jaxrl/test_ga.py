@@ -11,6 +11,10 @@ from jaxrl import ga
 from jaxrl.prng import make_key
 
 
+# One compile for every test (the mutation probability is traced).
+NEXT_GENERATION = jax.jit(ga.next_generation, static_argnums=(3, 4))
+
+
 def member_tree(value: float) -> dict:
     """A two-layer Dense parameter tree (flax layout) filled with `value`."""
     return {
@@ -122,8 +126,7 @@ def test_next_generation_keeps_elites_and_fills_the_rest(mutation_prob: float) -
     k, elites = 6, 2
     pop = population(k)
     fitness = jnp.array([3.0, 9.0, 1.0, 7.0, 5.0, 0.0])
-    step = jax.jit(ga.next_generation, static_argnums=(3, 4, 5))
-    new, info = step(make_key(5), pop, fitness, elites, 3, mutation_prob)
+    new, info = NEXT_GENERATION(make_key(5), pop, fitness, elites, 3, mutation_prob)
     new, info = jax.device_get((new, info))
     np.testing.assert_array_equal(info.order, [1, 3, 4, 0, 2, 5])
     for slot in (1, 3):  # the two fittest stay in their slots, unchanged (never mutated)
