@@ -1,35 +1,147 @@
-"""Environments of every family behind one constructor: `envs.make(cfg) -> Env`."""
+"""Environments of every family behind one constructor: `envs.make(cfg) -> Env`.
+
+The family is read off the name (DESIGN.md §1): bare ids are JAX-native, `brax/<name>` Brax,
+`gym/<any Gymnasium id>`, `bullet/<id>`, `pixel/<id>` and `ALE/<Game>-v5` run on the host
+through `envs.host`. Families are imported when used, so `import envs` stays light: async host
+pools start worker processes that import it without JAX.
+"""
 
 from __future__ import annotations
 
-from envs.brax_envs import BRAX_NAMES, DEFAULT_BACKEND, BraxEnvConfig, make_brax
-from envs.gymnax_envs import MAX_EPISODE_STEPS, make_gymnax
-from jaxrl.config import EnvConfig
-from jaxrl.env import Env
+import difflib
+import functools
+from typing import TYPE_CHECKING
 
-JAX_NATIVE = tuple(MAX_EPISODE_STEPS)
-# Listed whether or not Brax is installed: without it, `make` says how to install it.
-BRAX = tuple(BRAX_NAMES)
+from jaxrl.config import ConfigError, EnvConfig
+
+if TYPE_CHECKING:
+    from jaxrl.env import Env
+
+GYM, ALE = "gym/", "ALE/"
+# Our Gymnasium namespaces (registered by `import envs.bullet` / `envs.pixel`); listed without
+# importing them (pybullet prints a banner on import). Any other id they register works too.
+BULLET = (
+    "bullet/CartPole-v0",
+    "bullet/BalancingPlate-v0",
+    "bullet/BalancingPlateContinuous-v0",
+    "bullet/RaceCar-v0",
+)
+PIXEL = ("pixel/CartPole-v1",)
+OPEN_ENDED = ("gym/<any Gymnasium id>", "ALE/<Game>-v5")
+
+
+@functools.cache
+def _jax_native() -> tuple[str, ...]:
+    from envs.gymnax_envs import MAX_EPISODE_STEPS
+
+    return tuple(MAX_EPISODE_STEPS)
+
+
+@functools.cache
+def _brax() -> tuple[str, ...]:
+    # Listed whether or not Brax is installed: without it, `make` says how to install it.
+    from envs.brax_envs import BRAX_NAMES
+
+    return tuple(BRAX_NAMES)
 
 
 def registered() -> tuple[str, ...]:
-    """Every env name `make` accepts."""
-    return JAX_NATIVE + BRAX
+    """Every env name that can be listed; `gym/<id>` and `ALE/<Game>-v5` take any id of
+    Gymnasium's (and ale_py's) registry on top of these (see `check_id`)."""
+    return _jax_native() + _brax() + BULLET + PIXEL
+
+
+def _host_namespace(env_id: str) -> str | None:
+    """`gym`, `bullet`, `pixel` or `ALE` for a host env name, else None."""
+    namespace, slash, rest = env_id.partition("/")
+    if slash and rest and namespace in ("gym", "bullet", "pixel", "ALE"):
+        return namespace
+    return None
+
+
+def check_id(env_id: str) -> None:
+    """ConfigError naming the valid envs unless `make` can build `env_id`; host names are looked up
+    in Gymnasium's registry (importing the module that registers them)."""
+    if env_id in registered() and _host_namespace(env_id) is None:
+        return
+    namespace = _host_namespace(env_id)
+    if namespace == "ALE":
+        from envs.atari import atari_games
+
+        games = atari_games()
+        if not games:
+            raise ConfigError(f"env '{env_id}' needs ale-py: pip install -e \".[atari]\"")
+        if env_id not in games:
+            close = difflib.get_close_matches(env_id, games, n=3)
+            hint = f"; did you mean {', '.join(close)}?" if close else ""
+            raise ConfigError(f"unknown env '{env_id}': not an Atari game of ale_py{hint}")
+        return
+    if namespace is not None:
+        from envs.gym_pool import check_gymnasium_id
+
+        check_gymnasium_id(env_id)
+        return
+    valid = ", ".join(registered() + OPEN_ENDED)
+    raise ConfigError(f"unknown env '{env_id}'; valid envs: {valid}{_gym_hint(env_id)}")
+
+
+def _gym_hint(env_id: str) -> str:
+    """A Gymnasium id given bare (`LunarLander-v3`) is a host env: say its name."""
+    import gymnasium
+
+    return f" (did you mean gym/{env_id}?)" if env_id in gymnasium.registry else ""
 
 
 def config_for(env_id: str) -> EnvConfig:
-    """The default env config of a registered name, of its family's config class."""
-    if env_id in BRAX:
+    """The default env config of a name, of its family's config class."""
+    namespace = _host_namespace(env_id)
+    if namespace == "ALE":
+        from envs.atari import AtariConfig
+
+        return AtariConfig(id=env_id)
+    if namespace is not None:
+        from envs.host import HostEnvConfig
+
+        return HostEnvConfig(id=env_id)
+    if env_id in _brax():
+        from envs.brax_envs import BraxEnvConfig
+
         return BraxEnvConfig(id=env_id)
-    return EnvConfig(id=env_id)
+    if env_id in _jax_native():
+        return EnvConfig(id=env_id)
+    check_id(env_id)  # raises, naming the valid envs
+    raise AssertionError(env_id)
 
 
 def make(cfg: EnvConfig, num_envs: int | None = None) -> Env:
-    """Build the env that `cfg.id` names; the family is read off the name (DESIGN.md §1)."""
+    """Build the env that `cfg.id` names; options of the wrong family's config class are
+    replaced by the family's defaults (`EnvConfig(id="gym/CartPole-v1")` works)."""
     n = num_envs or cfg.num_envs or 1
-    if cfg.id in JAX_NATIVE:
+    check_id(cfg.id)
+    namespace = _host_namespace(cfg.id)
+    if namespace is None and cfg.id in _jax_native():
+        from envs.gymnax_envs import make_gymnax
+
         return make_gymnax(cfg.id, n, cfg.max_episode_steps)
-    if cfg.id in BRAX:
+    if namespace is None:
+        from envs.brax_envs import DEFAULT_BACKEND, BraxEnvConfig, make_brax
+
         backend = cfg.backend if isinstance(cfg, BraxEnvConfig) else DEFAULT_BACKEND
         return make_brax(cfg.id, n, cfg.max_episode_steps, backend)
-    raise ValueError(f"unknown env '{cfg.id}'; valid envs: {', '.join(registered())}")
+    family_cfg = _as_family_config(cfg)
+    if namespace == "ALE":
+        from envs.atari import atari_spec, make_atari_pool
+        from envs.host import HostEnv
+
+        return HostEnv(atari_spec(family_cfg, n), functools.partial(make_atari_pool, family_cfg))
+    from envs.gym_pool import make_gymnasium
+
+    return make_gymnasium(family_cfg, n)
+
+
+def _as_family_config(cfg: EnvConfig) -> EnvConfig:
+    """`cfg` as its family's config class, keeping the shared fields."""
+    family_cls = type(config_for(cfg.id))
+    if isinstance(cfg, family_cls):
+        return cfg
+    return family_cls(id=cfg.id, num_envs=cfg.num_envs, max_episode_steps=cfg.max_episode_steps)

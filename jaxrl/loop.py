@@ -18,6 +18,7 @@ import yaml
 
 import agents
 import envs
+from envs.host import host_errors
 from jaxrl import config as config_lib
 from jaxrl.checkpoint import Checkpointer
 from jaxrl.config import ConfigError, RunConfig
@@ -167,13 +168,17 @@ def train(cfg: RunConfig, run_dir: Path) -> RunResult:
     with ThreadPoolExecutor(max_workers=1) as pool:
         abstract = jax.eval_shape(trainer.init, keys)
         compiling = pool.submit(lambda: trainer.chunk.lower(abstract).compile())
-        carry = trainer.init(keys)
+        with host_errors():
+            carry = jax.block_until_ready(trainer.init(keys))
         compiled = compiling.result()
     progress = Progress.start(len(seeds))
     if cfg.resume:
         if ckpt.latest_step() is None:
             raise ConfigError(f"resume={cfg.resume}: no checkpoint in {ckpt.directory}")
+        fresh_env_state = carry.env_state
         carry, meta = ckpt.restore(carry)
+        if trainer.env.spec.family == "host":  # a handle to this process's pools: fresh episodes
+            carry = carry._replace(env_state=fresh_env_state)
         progress = Progress(**meta["progress"])
         display.message(f"resumed from iteration {progress.iteration} in {run_dir}")
     compile_seconds = time.perf_counter() - t0
@@ -187,8 +192,9 @@ def train(cfg: RunConfig, run_dir: Path) -> RunResult:
         with _StopRequest() as stop:
             while not _budget_reached(cfg, progress):
                 t_chunk = time.perf_counter()
-                new_carry, out = compiled(carry)
-                out = jax.device_get(out)
+                with host_errors():
+                    new_carry, out = compiled(carry)
+                    out = jax.device_get(out)
                 progress.run_seconds += time.perf_counter() - t_chunk
                 if not np.all(out.finite):
                     bad = [s for s, ok in zip(seeds, out.finite, strict=True) if not ok]

@@ -6,9 +6,11 @@ wrong and what is valid (exit status 2), never in a traceback from deep inside H
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
+from collections.abc import Sequence
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -33,14 +35,15 @@ CONFIG_MODULE = "jaxrl.conf"
 HYDRA_FLAGS = ("-m", "--multirun", "--cfg", "--help", "-h", "--hydra-help", "--info", "-c", "-p")
 
 
-def register_configs() -> None:
-    """Schemas and one env node per registered env name, so `env=<any valid name>` composes
+def register_configs(env_ids: Sequence[str] = ()) -> None:
+    """Schemas and one env node per registered env name and per name in `env_ids` (open-ended
+    families: `gym/<any Gymnasium id>`, `ALE/<Game>-v5`), so `env=<any valid name>` composes
     without a YAML file per env (DESIGN.md §6)."""
     cs = ConfigStore.instance()
     cs.store(name="base_config", node=_schema(RunConfig))
     for name, entry in agents.REGISTRY.items():
         cs.store(group="schema/agent", name=name, node=_schema(entry.config))
-    for env_id in envs.registered():
+    for env_id in dict.fromkeys((*envs.registered(), *env_ids)):
         # `brax/hopper` is option `hopper` of the nested group `env/brax`.
         group, _, name = f"env/{env_id}".rpartition("/")
         cs.store(group=group, name=name, node=_schema(envs.config_for(env_id)))
@@ -92,7 +95,7 @@ def _compose_node(overrides: list[str]) -> DictConfig:
     from hydra import compose as hydra_compose
     from hydra import initialize_config_module
 
-    register_configs()
+    register_configs(env_choices(overrides))
     with initialize_config_module(CONFIG_MODULE, version_base="1.3"):
         return hydra_compose("config", overrides=overrides)
 
@@ -106,8 +109,27 @@ def check_group_choices(overrides: list[str]) -> None:
             raise ConfigError(
                 f"unknown agent '{value}'; valid agents: {', '.join(agents.REGISTRY)}"
             )
-        if key == "env" and value not in envs.registered():
-            raise ConfigError(f"unknown env '{value}'; valid envs: {', '.join(envs.registered())}")
+    for env_id in env_choices(overrides):
+        envs.check_id(env_id)
+
+
+def env_choices(overrides: Sequence[str]) -> list[str]:
+    """The env names `env=` overrides choose, sweeps (`env=a,b`) included."""
+    choices = []
+    for override in overrides:
+        key, sep, value = override.partition("=")
+        if key.lstrip("+~") != "env" or not sep:
+            continue
+        try:
+            (parsed,) = OverridesParser.create().parse_overrides([override])
+        except HydraException:
+            choices.append(value)
+            continue
+        if parsed.is_sweep_override():
+            choices.extend(parsed.sweep_string_iterator())
+        else:
+            choices.append(parsed.get_value_element_as_str())
+    return choices
 
 
 def _find_omegaconf_error(e: BaseException) -> OmegaConfBaseException | None:
@@ -151,8 +173,11 @@ def valid_keys(parent: str, overrides: list[str]) -> list[str]:
             choice = next((o.split("=", 1)[1] for o in overrides if o.startswith("agent=")), "es")
             node = agents.REGISTRY[choice].config
         elif head == "env":
-            choice = next((o.split("=", 1)[1] for o in overrides if o.startswith("env=")), None)
-            node = type(envs.config_for(choice)) if choice in envs.registered() else EnvConfig
+            choice = next(iter(env_choices(overrides)), None)
+            node = EnvConfig
+            if choice is not None:
+                with contextlib.suppress(ConfigError):
+                    node = type(envs.config_for(choice))
         else:
             node = {f.name: f for f in fields(RunConfig)}.get(head)
             node = (
@@ -239,7 +264,13 @@ def main(argv: list[str] | None = None) -> None:
             )
             sys.exit(EXIT_BAD_INPUT)
     else:
-        register_configs()
+        try:
+            for env_id in env_choices(run_overrides):
+                envs.check_id(env_id)
+        except ConfigError as e:
+            print(f"error: {e}", file=sys.stderr)
+            sys.exit(EXIT_BAD_INPUT)
+        register_configs(env_choices(run_overrides))
     enable_compilation_cache()
     sys.argv = [sys.argv[0], *argv]
     _hydra_main()

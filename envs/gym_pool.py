@@ -1,0 +1,266 @@
+"""Gymnasium envs as host pools: `gym/<id>`, `bullet/<id>` and `pixel/<id>` (DESIGN.md §1).
+
+`GymnasiumPool` steps gymnasium's own vector envs (`SyncVectorEnv` in this process, or
+`AsyncVectorEnv` with one worker process per env) in same-step auto-reset mode, turns their
+object-array `final_obs` info into a dense array and keeps the episode statistics. Observations are
+float32 (uint8 images stay uint8; a Discrete observation becomes a one-hot vector), Discrete actions
+int, Box actions the env's dtype. The episode cap is the Gymnasium spec's `max_episode_steps`
+(its TimeLimit wrapper truncates), or `env.max_episode_steps`; a step that terminates at the cap
+is terminated only, as everywhere in jaxrl.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import multiprocessing
+import signal
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import gymnasium
+import numpy as np
+from gymnasium import spaces as gym_spaces
+from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
+
+from envs.host import POOL_MODES, HostEnv, HostEnvConfig, HostEnvError, HostStep
+from jaxrl.config import ConfigError
+from jaxrl.types import Box, Discrete, EnvSpec, Space
+
+GYM_PREFIX = "gym/"
+# Our Gymnasium namespaces: the module whose import registers them (in every worker too).
+NAMESPACES = {"bullet": "envs.bullet", "pixel": "envs.pixel"}
+EXTRAS = {"bullet": "bullet", "pixel": "host", "ALE": "atari"}
+START_METHOD = "spawn"  # forking a process that runs JAX's threads can deadlock
+
+
+def gymnasium_id(env_id: str) -> str:
+    """Our name -> the id `gymnasium.make` takes, with the registering module for our namespaces
+    (`bullet/CartPole-v0` -> `envs.bullet:bullet/CartPole-v0`) so workers can make it too."""
+    gym_id = env_id.removeprefix(GYM_PREFIX)
+    namespace = gym_id.partition("/")[0] if "/" in gym_id else ""
+    if namespace in NAMESPACES:
+        return f"{NAMESPACES[namespace]}:{gym_id}"
+    return gym_id
+
+
+def check_gymnasium_id(env_id: str) -> None:
+    """ConfigError unless `env_id` names a Gymnasium env this process can make."""
+    gym_id = gymnasium_id(env_id)
+    module, _, bare = gym_id.rpartition(":")
+    namespace = bare.partition("/")[0] if "/" in bare else ""
+    try:
+        if module:
+            importlib.import_module(module)
+        elif namespace == "ALE":
+            import ale_py
+
+            gymnasium.register_envs(ale_py)
+    except ImportError as e:
+        extra = EXTRAS.get(namespace, "host")
+        raise ConfigError(
+            f"env '{env_id}' needs {e.name or 'a missing module'}: pip install -e \".[{extra}]\""
+        ) from None
+    try:
+        gymnasium.spec(bare)
+    except gymnasium.error.Error as e:
+        raise ConfigError(f"unknown env '{env_id}': {e}") from None
+
+
+def _observation(space: gym_spaces.Space, name: str) -> tuple[Box, Callable[[Any], np.ndarray]]:
+    """Our observation space and the conversion of a batch of the env's observations to it."""
+    if isinstance(space, gym_spaces.Box):
+        dtype = np.uint8 if space.dtype == np.uint8 else np.float32
+        box = Box(space.low.astype(dtype), space.high.astype(dtype), tuple(space.shape), dtype)
+        return box, lambda x: np.asarray(x, dtype)
+    if isinstance(space, gym_spaces.Discrete):
+        n, start = int(space.n), int(space.start)
+        one_hot = np.eye(n, dtype=np.float32)
+        box = Box(np.zeros(n, np.float32), np.ones(n, np.float32), (n,))
+        return box, lambda x: one_hot[np.asarray(x, np.int64) - start]
+    raise ConfigError(
+        f"env '{name}': observation space {space} is not supported; valid: Box, Discrete"
+    )
+
+
+def _action(space: gym_spaces.Space, name: str) -> tuple[Space, Callable[[np.ndarray], Any]]:
+    """Our action space and the conversion of a batch of our actions to the env's."""
+    if isinstance(space, gym_spaces.Discrete):
+        start = int(space.start)
+        return Discrete(int(space.n)), lambda a: np.asarray(a, np.int64) + start
+    if isinstance(space, gym_spaces.Box):
+        box = Box(space.low.astype(np.float32), space.high.astype(np.float32), tuple(space.shape))
+        return box, lambda a: np.asarray(a, space.dtype)
+    raise ConfigError(f"env '{name}': action space {space} is not supported; valid: Box, Discrete")
+
+
+class GymnasiumPool:
+    """A `HostPool` over gymnasium's vector envs (mode `sync` or `async`), same-step auto-reset.
+
+    Failures are raised as `HostEnvError` with the env's own message; a dead async worker is
+    reported with its exit code, and an async pool that does not answer within `timeout` seconds
+    raises instead of hanging. A failed pool is closed.
+    """
+
+    def __init__(
+        self,
+        env_fns: Sequence[Callable[[], gymnasium.Env]],
+        mode: str = "sync",
+        *,
+        name: str = "host env",
+        timeout: float | None = None,
+    ) -> None:
+        if mode not in POOL_MODES:
+            raise ConfigError(f"pool mode '{mode}' is not one of: {', '.join(POOL_MODES)}")
+        self.num_envs = len(env_fns)
+        self.name = name
+        self.mode = mode
+        self.timeout = timeout
+        if mode == "sync":
+            self.env = self._guard(
+                "creating its envs", SyncVectorEnv, env_fns, autoreset_mode=AutoresetMode.SAME_STEP
+            )
+        else:
+            self.env = self._guard(
+                "starting its workers",
+                AsyncVectorEnv,
+                env_fns,
+                context=START_METHOD,
+                worker=_worker(),
+                autoreset_mode=AutoresetMode.SAME_STEP,
+            )
+        _, self._obs = _observation(self.env.single_observation_space, name)
+        _, self._act = _action(self.env.single_action_space, name)
+        self._return = np.zeros(self.num_envs, np.float64)
+        self._length = np.zeros(self.num_envs, np.int64)
+
+    def reset(self, seed: int) -> np.ndarray:
+        if self.mode == "sync":
+            obs, _ = self._guard("reset", self.env.reset, seed=seed)
+        else:
+            self._guard("reset", self.env.reset_async, seed=seed)
+            obs, _ = self._guard("reset", self.env.reset_wait, timeout=self.timeout)
+        self._return[:] = 0.0
+        self._length[:] = 0
+        return self._obs(obs)
+
+    def step(self, actions: np.ndarray) -> HostStep:
+        actions = self._act(actions)
+        if self.mode == "sync":
+            obs, reward, terminated, truncated, info = self._guard("step", self.env.step, actions)
+        else:
+            self._guard("step", self.env.step_async, actions)
+            obs, reward, terminated, truncated, info = self._guard(
+                "step", self.env.step_wait, timeout=self.timeout
+            )
+        obs = self._obs(obs)
+        final_obs = obs.copy()
+        ended = info.get("_final_obs")
+        if ended is not None and ended.any():
+            final_obs[ended] = self._obs(np.stack(info["final_obs"][ended]))
+        terminated = np.asarray(terminated, bool)
+        # Gymnasium's TimeLimit also flags a step that terminated at the cap as truncated; here a
+        # step is truncated only if it did not terminate (as `jaxrl.env.VectorEnv`).
+        truncated = np.asarray(truncated, bool) & ~terminated
+        done = terminated | truncated
+        self._return += reward
+        self._length += 1
+        step = HostStep(
+            obs=obs,
+            reward=np.asarray(reward, np.float32),
+            terminated=terminated,
+            truncated=truncated,
+            final_obs=final_obs,
+            episode_return=self._return.astype(np.float32),
+            episode_length=self._length.astype(np.int32),
+            episode_done=done,
+        )
+        self._return[done] = 0.0
+        self._length[done] = 0
+        return step
+
+    def close(self) -> None:
+        env = getattr(self, "env", None)
+        if env is None or env.closed:
+            return
+        if self.mode == "async":
+            env.close(terminate=True)  # a stuck worker must not hang the exit
+        else:
+            env.close()
+
+    def _guard(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """`fn(...)`, with every failure raised as a HostEnvError naming the env."""
+        try:
+            return fn(*args, **kwargs)
+        except Exception as e:
+            message = self._failure(what, e)
+            self.close()
+            raise HostEnvError(message) from e
+
+    def _failure(self, what: str, e: Exception) -> str:
+        if self.mode == "async":
+            processes = getattr(getattr(self, "env", None), "processes", [])
+            dead = [(i, p.exitcode) for i, p in enumerate(processes) if p.exitcode is not None]
+            if dead:
+                index, code = dead[0]
+                how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
+                return f"{self.name}: async worker {index} died during {what} ({how})"
+            if isinstance(e, multiprocessing.TimeoutError):
+                return (
+                    f"{self.name}: async workers gave no answer to {what} within {self.timeout} s "
+                    f"(env.timeout)"
+                )
+        return f"{self.name}: {what} raised {type(e).__name__}: {e}"
+
+
+def _worker() -> Callable[..., None]:
+    from envs.host_worker import worker
+
+    return worker
+
+
+def gymnasium_spec(cfg: HostEnvConfig, num_envs: int) -> tuple[EnvSpec, Callable[[], Any]]:
+    """The EnvSpec of a Gymnasium env (read off one instance) and the function making one."""
+    check_gymnasium_id(cfg.id)
+    make_one = functools.partial(
+        gymnasium.make, gymnasium_id(cfg.id), max_episode_steps=cfg.max_episode_steps, **cfg.kwargs
+    )
+    try:
+        env = make_one()
+    except gymnasium.error.DependencyNotInstalled as e:
+        namespace = cfg.id.removeprefix(GYM_PREFIX).partition("/")[0]
+        extra = EXTRAS.get(namespace, "host")
+        raise ConfigError(f"env '{cfg.id}': {e} (pip install -e \".[{extra}]\")") from None
+    except TypeError as e:  # unknown keyword argument
+        raise ConfigError(f"env '{cfg.id}': env.kwargs {dict(cfg.kwargs)}: {e}") from None
+    try:
+        observation_space, _ = _observation(env.observation_space, cfg.id)
+        action_space, _ = _action(env.action_space, cfg.id)
+        max_steps = env.spec.max_episode_steps if env.spec is not None else None
+    finally:
+        env.close()
+    if max_steps is None:
+        raise ConfigError(
+            f"env '{cfg.id}' has no registered episode cap; set env.max_episode_steps "
+            f"(evaluation and episodic agents need every episode to end)"
+        )
+    spec = EnvSpec(
+        name=cfg.id,
+        family="host",
+        observation_space=observation_space,
+        action_space=action_space,
+        num_envs=num_envs,
+        max_episode_steps=int(max_steps),
+        vmappable=False,
+    )
+    return spec, make_one
+
+
+def make_gymnasium(cfg: HostEnvConfig, num_envs: int) -> HostEnv:
+    """`gym/<id>`, `bullet/<id>`, `pixel/<id>` as a HostEnv over GymnasiumPools."""
+    spec, make_one = gymnasium_spec(cfg, num_envs)
+
+    def make_pool(n: int, seed: int) -> GymnasiumPool:
+        return GymnasiumPool([make_one] * n, cfg.pool, name=cfg.id, timeout=cfg.timeout)
+
+    return HostEnv(spec, make_pool)
