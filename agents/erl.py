@@ -1,0 +1,404 @@
+"""ERL: Evolutionary Reinforcement Learning (Khadka & Tumer 2018, "Evolution-Guided Policy Gradient
+in Reinforcement Learning").
+
+A population of `population_size` actors evolves by the GA of `jaxrl.ga` (elitism, tournament
+selection, neuron-wise crossover, the paper's mutation); an off-policy learner (`learner=ddpg` as
+in the paper, or `td3`, both `agents.td3.make_td3_learner`) trains from ONE replay buffer that
+every rollout of the population and of the learner's own actor writes to; every `sync_period`
+generations the learner's actor is copied over the weakest member, and the next generation says
+whether it became an elite (`rl_elite`, the paper's selection diagnostic).
+
+One `train_step` is one generation:
+
+1. Rollout. The members and the learner's actor are mapped onto ONE env batch of
+   `population_size × episodes_per_member + rl_episodes` envs (rows member-major, the learner's
+   last) and run for exactly one episode each, in a `while_loop` that stops when all have ended
+   and writes the valid steps of every row into the buffer as it goes (masked `replay.add`).
+   The alternative, a fixed-length scan of `max_episode_steps` followed by one masked add, runs
+   every row to the cap: on CartPole an early population's episodes last ~20 of 500 steps, and on
+   host envs every step is a host call, so the while_loop is the faster of the two. The env is
+   never vmapped (only the actors are, over their rows), so JAX-native, Brax and host envs
+   (`spec.vmappable` False: the batch is one host pool, one host call per step) run the same code;
+   what differs for host envs is only cost: rows whose episode ended keep being stepped (a pool
+   steps as a whole) until the slowest ends.
+2. Fitness = mean return of each member's `episodes_per_member` episodes (deterministic actor);
+   the learner's rows explore (Gaussian noise) and give `rl_return`.
+3. GA step (`jaxrl.ga.next_generation`): elites stay in their slots; tournament winners, crossed
+   repeats and mutants fill the others, the weakest member's slot last.
+4. `floor(updates_per_step × env steps of this generation)` learner updates (the paper's
+   `frac_frames_train` = 1), once the buffer holds `learning_starts` transitions.
+5. Every `sync_period`-th generation the learner's actor replaces the weakest member (the slot
+   the GA gave its last offspring).
+
+Evaluation acts with the champion: the fittest member of the last generation (an elite, so still
+in its slot).
+
+Discrete actions (CartPole-v1): the actor is the same tanh actor with one output per action,
+read as squashed logits; the env action is their argmax (tanh is monotone, so it is the argmax of
+the logits), and the critic takes the squashed-logit vector the actor produced, exploration noise
+included. ERL thus sees a continuous-action MDP (`ArgmaxActions`): the GA, the buffer and the
+unchanged DDPG/TD3 learner need nothing discrete, and the critic is trained on exactly the kind of
+vector it is queried with. Storing the one-hot of the executed action instead would fit the
+critic on the simplex's corners and query it inside (softmax) during the actor update; a
+Gumbel-softmax actor adds a temperature to tune.
+
+Defaults are the paper's (its supplementary hyperparameters and the authors' code): population
+10, elite fraction 0.1, tournament size 3, mutation probability 0.9, mutation fraction 0.1,
+mutation strength 0.1, super-mutation probability 0.05 and strength 10 (100 × 0.1), reset
+probability 0.05, one episode per member, sync period 10, one update per env step, DDPG with
+layer norm, 128-128 tanh actor, Adam 5e-5 (actor) / 5e-4 (critic), τ 0.001, γ 0.99, batch 128,
+buffer 1e6, updates once the buffer holds 5 batches. Differences: the critic has the actor's
+128-128 layers (the paper's is 200-300 ELU), and exploration is Gaussian (σ 0.1 of the half
+range) rather than Ornstein-Uhlenbeck.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from agents.ddpg import DDPGConfig
+from agents.td3 import TD3Config, make_td3_learner
+from jaxrl import ga, replay
+from jaxrl.config import require
+from jaxrl.env import Env
+from jaxrl.networks import ACTIVATIONS
+from jaxrl.offpolicy import Learner, example_transition
+from jaxrl.replay import ReplayState
+from jaxrl.types import Agent, Array, Box, Discrete, Key, Metrics, PyTree, TimeStep, Transition
+
+LEARNERS = ("ddpg", "td3")
+
+
+@dataclass(frozen=True)
+class ERLConfig:
+    name: str = "erl"
+    # GA (jaxrl/ga.py)
+    population_size: int = 10
+    elite_fraction: float = 0.1  # elites = int(elite_fraction × population_size), at least 1
+    tournament_size: int = 3
+    mutation_prob: float = 0.9  # chance each non-elite is mutated
+    mutation_frac: float = 0.1  # chance each weight-matrix entry of a mutated member changes
+    mutation_strength: float = 0.1  # std of a normal mutation, relative to |w|
+    super_mutation_prob: float = 0.05
+    super_mutation_strength: float = 10.0  # relative to |w|: 100 × mutation_strength
+    reset_prob: float = 0.05  # entry redrawn from N(0, 1)
+    episodes_per_member: int = 1  # fitness = mean return over these episodes
+    # Learner and its coupling to the population
+    learner: str = "ddpg"  # ddpg | td3 (TD3's smoothing, delay and twin critics at TD3's defaults)
+    rl_episodes: int = 1  # exploring episodes of the learner's actor per generation
+    sync_period: int = 10  # generations between copies of the learner's actor into the population
+    updates_per_step: float = 1.0  # learner updates per env step collected (all rollouts)
+    buffer_size: int = 1_000_000
+    batch_size: int = 128
+    learning_starts: int = 640  # transitions in the buffer before updates begin (5 batches)
+    gamma: float = 0.99
+    hidden_sizes: tuple[int, ...] = (128, 128)
+    activation: str = "tanh"
+    layer_norm: bool = True
+    actor_lr: float = 5e-5
+    critic_lr: float = 5e-4
+    tau: float = 0.001
+    exploration_noise: float = 0.1  # Gaussian σ on the learner's actor, in half-ranges
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "hidden_sizes", tuple(self.hidden_sizes))
+        k = self.population_size
+        require(k >= 2, f"agent.population_size={k} must be >= 2")
+        require(
+            0 < self.elite_fraction < 1,
+            f"agent.elite_fraction={self.elite_fraction} must be in (0, 1)",
+        )
+        require(
+            self.num_elites < k,
+            f"agent.elite_fraction={self.elite_fraction} leaves no offspring in a population of "
+            f"{k} (elites = {self.num_elites})",
+        )
+        require(self.tournament_size >= 1, "agent.tournament_size must be >= 1")
+        for key in ("mutation_prob", "mutation_frac", "super_mutation_prob", "reset_prob"):
+            value = getattr(self, key)
+            require(0 <= value <= 1, f"agent.{key}={value} must be in [0, 1]")
+        require(
+            self.super_mutation_prob + self.reset_prob <= 1,
+            "agent.super_mutation_prob + agent.reset_prob must be <= 1",
+        )
+        require(self.mutation_strength >= 0, "agent.mutation_strength must be >= 0")
+        require(self.super_mutation_strength >= 0, "agent.super_mutation_strength must be >= 0")
+        require(self.episodes_per_member >= 1, "agent.episodes_per_member must be >= 1")
+        require(
+            self.learner in LEARNERS,
+            f"agent.learner='{self.learner}' is not one of: {', '.join(LEARNERS)}",
+        )
+        require(self.rl_episodes >= 1, "agent.rl_episodes must be >= 1")
+        require(self.sync_period >= 1, f"agent.sync_period={self.sync_period} must be >= 1")
+        require(
+            self.updates_per_step >= 0,
+            f"agent.updates_per_step={self.updates_per_step} must be >= 0",
+        )
+        require(
+            self.activation in ACTIVATIONS,
+            f"agent.activation='{self.activation}' is not one of: {', '.join(ACTIVATIONS)}",
+        )
+        self.learner_config()  # the learner's own checks (sizes, rates, τ ...)
+
+    @property
+    def num_elites(self) -> int:
+        return max(1, int(self.elite_fraction * self.population_size))
+
+    @property
+    def mutation_rates(self) -> ga.MutationRates:
+        return ga.MutationRates(
+            self.mutation_frac,
+            self.mutation_strength,
+            self.super_mutation_prob,
+            self.super_mutation_strength,
+            self.reset_prob,
+        )
+
+    def learner_config(self) -> TD3Config:
+        """The learner's config: DDPG's or TD3's class defaults, with the keys ERL shares set."""
+        base = DDPGConfig() if self.learner == "ddpg" else TD3Config()
+        shared = {f.name for f in dataclasses.fields(base)} & {
+            f.name for f in dataclasses.fields(self)
+        }
+        values = {name: getattr(self, name) for name in shared - {"name"}}
+        return dataclasses.replace(base, name=f"erl ({self.learner})", **values)
+
+
+@dataclasses.dataclass(frozen=True)
+class ArgmaxActions:
+    """A discrete env seen as a continuous one: the action is a vector in [-1, 1]^n (squashed
+    logits) and the wrapped env receives its argmax."""
+
+    inner: Env
+
+    @property
+    def spec(self):
+        n = self.inner.spec.action_space.n
+        box = Box(-np.ones(n, np.float32), np.ones(n, np.float32), (n,))
+        return dataclasses.replace(self.inner.spec, action_space=box)
+
+    def with_num_envs(self, num_envs: int) -> ArgmaxActions:
+        return ArgmaxActions(self.inner.with_num_envs(num_envs))
+
+    def reset(self, key: Key) -> tuple[Any, TimeStep]:
+        return self.inner.reset(key)
+
+    def step(self, state: Any, action: Array, key: Key) -> tuple[Any, TimeStep]:
+        return self.inner.step(state, to_discrete(action), key)
+
+
+def to_discrete(action: Array) -> Array:
+    return jnp.argmax(action, axis=-1).astype(jnp.int32)
+
+
+class ERLState(NamedTuple):
+    population: PyTree  # actor parameters, leaves [population_size, ...]
+    learner: PyTree  # the learner's state (TD3State: `actor_params` is the RL actor)
+    buffer: ReplayState
+    champion: Array  # int32: slot of the fittest member of the last generation
+    synced_slot: Array  # int32: slot holding the RL actor copied in last generation, -1 if none
+    generation: Array  # int32
+    syncs_judged: Array  # int32: generations that judged a synced RL actor
+    rl_elites: Array  # int32: ...of which it was an elite
+    env_steps: Array  # int32: env steps collected so far
+
+
+class Rollout(NamedTuple):
+    buffer: ReplayState
+    returns: Array  # float32[rows]
+    lengths: Array  # int32[rows]
+    steps_computed: Array  # int32: loop iterations × rows
+
+
+def collect_episodes(
+    env: Env, policy: Any, buffer: ReplayState, key: Key, max_steps: int
+) -> Rollout:
+    """Run every env of the batch for exactly one episode under `policy(obs, key)`, writing each
+    row's steps of that episode (and none after it) into `buffer` as they happen."""
+    n = env.spec.num_envs
+    reset_key, loop_key = jax.random.split(key)
+    env_state, ts = env.reset(reset_key)
+
+    def cond(carry):
+        *_, alive, _, _, t, _ = carry
+        return jnp.any(alive) & (t < max_steps)
+
+    def body(carry):
+        env_state, obs, buffer, alive, returns, lengths, t, key = carry
+        key, act_key, step_key = jax.random.split(key, 3)
+        action = policy(obs, act_key)
+        env_state, ts = env.step(env_state, action, step_key)
+        transition = Transition(obs, action, ts.reward, ts.terminated, ts.truncated, ts.final_obs)
+        buffer = replay.add(buffer, transition, alive)
+        returns = returns + jnp.where(alive, ts.reward, 0.0)
+        lengths = lengths + alive.astype(jnp.int32)
+        alive = alive & ~(ts.terminated | ts.truncated)
+        return env_state, ts.obs, buffer, alive, returns, lengths, t + 1, key
+
+    carry = (
+        env_state,
+        ts.obs,
+        buffer,
+        jnp.ones((n,), bool),
+        jnp.zeros((n,), jnp.float32),
+        jnp.zeros((n,), jnp.int32),
+        jnp.zeros((), jnp.int32),
+        loop_key,
+    )
+    _, _, buffer, _, returns, lengths, t, _ = jax.lax.while_loop(cond, body, carry)
+    return Rollout(buffer, returns, lengths, t * n)
+
+
+def make_erl(cfg: ERLConfig, env: Env) -> Agent:
+    discrete = isinstance(env.spec.action_space, Discrete)
+    box_env = ArgmaxActions(env) if discrete else env
+    learner_cfg = cfg.learner_config()
+    learner: Learner = make_td3_learner(learner_cfg, box_env.spec)
+    k, per_member = cfg.population_size, cfg.episodes_per_member
+    pop_rows = k * per_member
+    rollout_env = box_env.with_num_envs(pop_rows + cfg.rl_episodes)
+    require(
+        cfg.buffer_size >= rollout_env.spec.num_envs,
+        f"agent.buffer_size={cfg.buffer_size} must hold one step of every rollout "
+        f"({rollout_env.spec.num_envs} envs)",
+    )
+    max_steps = env.spec.max_episode_steps
+    learn_after = max(cfg.learning_starts, cfg.batch_size)
+    rates = cfg.mutation_rates
+
+    def members_act(learner_state: PyTree, population: PyTree, obs: Array, key: Key) -> Array:
+        """Each member's deterministic actions on its own rows of `obs` ([k, rows, ...])."""
+        act = lambda params, o: learner.act(
+            learner_state._replace(actor_params=params), o, key, True
+        )
+        return jax.vmap(act)(population, obs)
+
+    def rollout_policy(state: ERLState) -> Any:
+        def policy(obs: Array, key: Key) -> Array:
+            member_obs = obs[:pop_rows].reshape(k, per_member, *obs.shape[1:])
+            member_actions = members_act(state.learner, state.population, member_obs, key)
+            rl_actions = learner.explore(state.learner, obs[pop_rows:], key, state.env_steps)
+            return jnp.concatenate(
+                [member_actions.reshape(pop_rows, *member_actions.shape[2:]), rl_actions]
+            )
+
+        return policy
+
+    def init(key: Key) -> ERLState:
+        learner_key, pop_key = jax.random.split(key)
+        learner_state = learner.init(learner_key)
+        # One member after another (lax.map): never a vmapped initialiser on CPU (see loop.py).
+        population = jax.lax.map(
+            lambda k_: learner.params(learner.init(k_)), jax.random.split(pop_key, k)
+        )
+        zero = jnp.zeros((), jnp.int32)
+        return ERLState(
+            population,
+            learner_state,
+            replay.init(example_transition(box_env), cfg.buffer_size),
+            champion=zero,
+            synced_slot=jnp.full((), -1, jnp.int32),
+            generation=zero,
+            syncs_judged=zero,
+            rl_elites=zero,
+            env_steps=zero,
+        )
+
+    def learn(learner_state: PyTree, buffer: ReplayState, steps: Array, key: Key):
+        """`floor(updates_per_step × steps)` updates on minibatches from `buffer` (none before
+        `learn_after` transitions); returns the new state, the update count and mean metrics."""
+        count = jnp.where(
+            buffer.size >= learn_after,
+            jnp.floor(cfg.updates_per_step * steps.astype(jnp.float32)).astype(jnp.int32),
+            0,
+        )
+
+        def one_update(ls: PyTree, i: Array):
+            sample_key, update_key = jax.random.split(jax.random.fold_in(key, i))
+            return learner.update(ls, replay.sample(buffer, sample_key, cfg.batch_size), update_key)
+
+        metric_shapes = jax.eval_shape(one_update, learner_state, jnp.zeros((), jnp.int32))[1]
+
+        def body(i: Array, carry):
+            ls, sums = carry
+            ls, metrics = one_update(ls, i)
+            return ls, jax.tree.map(jnp.add, sums, metrics)
+
+        zeros = jax.tree.map(lambda m: jnp.zeros(m.shape, m.dtype), metric_shapes)
+        learner_state, sums = jax.lax.fori_loop(0, count, body, (learner_state, zeros))
+        means = jax.tree.map(lambda s: s / jnp.maximum(count, 1), sums)
+        return learner_state, count, means
+
+    def train_step(state: ERLState, env_state: PyTree, key: Key):
+        rollout_key, ga_key, learn_key = jax.random.split(key, 3)
+        out = collect_episodes(
+            rollout_env, rollout_policy(state), state.buffer, rollout_key, max_steps
+        )
+        fitness = out.returns[:pop_rows].reshape(k, per_member).mean(axis=1)
+        steps = out.lengths.sum()
+
+        population, gen = ga.next_generation(
+            ga_key,
+            state.population,
+            fitness,
+            cfg.num_elites,
+            cfg.tournament_size,
+            cfg.mutation_prob,
+            rates,
+        )
+        judged = state.synced_slot >= 0
+        rl_elite = judged & jnp.any(gen.order[: cfg.num_elites] == state.synced_slot)
+
+        learner_state, updates, learner_metrics = learn(state.learner, out.buffer, steps, learn_key)
+
+        generation = state.generation + 1
+        sync = generation % cfg.sync_period == 0
+        synced, weakest = ga.replace_weakest(population, fitness, learner.params(learner_state))
+        population = jax.tree.map(lambda s, p: jnp.where(sync, s, p), synced, population)
+
+        syncs_judged = state.syncs_judged + judged.astype(jnp.int32)
+        rl_elites = state.rl_elites + rl_elite.astype(jnp.int32)
+        new_state = ERLState(
+            population,
+            learner_state,
+            out.buffer,
+            champion=gen.order[0],
+            synced_slot=jnp.where(sync, weakest, -1).astype(jnp.int32),
+            generation=generation,
+            syncs_judged=syncs_judged,
+            rl_elites=rl_elites,
+            env_steps=state.env_steps + steps,
+        )
+        metrics: Metrics = {
+            **learner_metrics,
+            "fitness_max": fitness.max(),
+            "fitness_mean": fitness.mean(),
+            "fitness_min": fitness.min(),
+            "rl_return": out.returns[pop_rows:].mean(),
+            "rl_judged": judged.astype(jnp.float32),  # rl_elite is meaningful where this is 1
+            "rl_elite": rl_elite.astype(jnp.float32),
+            "rl_elite_fraction": rl_elites / jnp.maximum(syncs_judged, 1),
+            "gradient_steps": updates,
+            "env_steps": steps,
+            "env_steps_computed": out.steps_computed,
+        }
+        return new_state, env_state, metrics
+
+    def act(state: ERLState, obs: Array, key: Key, deterministic: bool = True) -> Array:
+        """The champion's deterministic action (env actions: argmax indices for discrete envs)."""
+        del deterministic  # members act deterministically; only the learner's rows explore
+        champion = ga.take(state.population, state.champion)
+        action = learner.act(state.learner._replace(actor_params=champion), obs, key, True)
+        return to_discrete(action) if discrete else action
+
+    def params(state: ERLState) -> Array:
+        leaves = jax.tree.leaves((state.population, learner.params(state.learner)))
+        return jnp.concatenate([jnp.ravel(x) for x in leaves])
+
+    return Agent(init=init, act=act, train_step=train_step, params=params)
