@@ -282,7 +282,8 @@ class AtariPool:
 
 
 def make_atari_pool(cfg: AtariConfig, num_envs: int, seed: int) -> AtariPool:
-    """A pool of `num_envs` games, already reset with `seed`."""
-    pool = AtariPool(cfg, num_envs)
-    pool.reset(seed)
-    return pool
+    """A pool of `num_envs` games (an `envs.host.PoolFactory` once `cfg` is bound). `seed` is not
+    used here: the games are seeded by `reset(seed)`, which the bridge calls next; seeding costs
+    a ROM reload per game (~0.1 s), so it is done once."""
+    del seed
+    return AtariPool(cfg, num_envs)
