@@ -245,10 +245,12 @@ def make_on_policy(
         outputs, value = net.apply(params, obs)
         return head.distribution(outputs), value
 
-    def local_keys(key: Key) -> Array:
-        """This device's slice of one key per env of the whole batch."""
+    def local_keys(key: Key, *shape: int) -> Array:
+        """This device's slice of keys [num_envs, *shape] for the whole batch: every env draws
+        from the same global split whatever the device count."""
         first = jax.lax.axis_index(AXIS) * local_envs
-        return jax.lax.dynamic_slice_in_dim(jax.random.split(key, num_envs), first, local_envs)
+        keys = jax.random.split(key, (num_envs, *shape))
+        return jax.lax.dynamic_slice_in_dim(keys, first, local_envs)
 
     def env_step(env_state: PyTree, action: Array, keys: Array) -> tuple[PyTree, Any]:
         if not spec.vmappable:
@@ -270,9 +272,8 @@ def make_on_policy(
             raw = dist.sample(k)
             return raw, dist.log_prob(raw), dist.env_action(raw), value
 
-        def body(carry, step_key):
+        def body(carry, keys):
             vector_state, ts, alive, discounted = carry
-            keys = jax.vmap(jax.random.split)(local_keys(step_key))
             raw, log_prob, action, value = jax.vmap(act_one)(ts.obs, keys[:, 0])
             next_state, next_ts = env_step(vector_state, action, keys[:, 1])
             done = next_ts.terminated | next_ts.truncated
@@ -307,7 +308,7 @@ def make_on_policy(
         alive = jnp.ones((local_envs,), bool)
         carry = (vector_state, last_ts, alive, state.discounted_return)
         (vector_state, last_ts, _, discounted), steps = jax.lax.scan(
-            body, carry, jax.random.split(key, num_steps)
+            body, carry, jnp.moveaxis(local_keys(key, num_steps, 2), 0, 1)
         )
         return (vector_state, last_ts), steps, discounted
 
