@@ -7,9 +7,14 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from agents.a2c import A2CConfig, make_a2c
+from agents.ddpg import DDPGConfig, make_ddpg
+from agents.dqn import DQNConfig, make_dqn
+from agents.erl import ERLConfig, make_erl
 from agents.es import ESConfig, make_es
 from agents.ppo import PPOConfig, make_ppo
 from agents.reinforce import REINFORCEConfig, make_reinforce
+from agents.sac import SACConfig, make_sac
+from agents.td3 import TD3Config, make_td3
 
 
 class AgentEntry(NamedTuple):
@@ -29,4 +34,12 @@ REGISTRY: dict[str, AgentEntry] = {
     "reinforce": AgentEntry(
         REINFORCEConfig, make_reinforce, ("episode_return",), takes_budget=True, num_envs=8
     ),
+    # One env, as in the Zoo's CartPole setting the defaults come from.
+    "dqn": AgentEntry(DQNConfig, make_dqn, ("episode_return", "loss"), num_envs=1),
+    # One env per seed, as in the papers and the Zoo's Pendulum settings.
+    "td3": AgentEntry(TD3Config, make_td3, ("episode_return", "critic_loss")),
+    "ddpg": AgentEntry(DDPGConfig, make_ddpg, ("episode_return", "critic_loss")),
+    "sac": AgentEntry(SACConfig, make_sac, ("episode_return", "alpha")),
+    # ERL sizes its own env batch from its population (members x episodes + the learner's).
+    "erl": AgentEntry(ERLConfig, make_erl, ("fitness_max", "rl_return")),
 }

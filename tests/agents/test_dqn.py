@@ -1,0 +1,221 @@
+"""DQN: TD targets, losses, ε schedule and target-network refreshes against hand-computed numbers;
+what the driver stores at truncations; the CLI refusing Box actions; learning CartPole-v1."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import envs
+from agents.dqn import DQNConfig, epsilon, make_dqn, make_learner, td_loss, td_target
+from jaxrl.config import ConfigError, EnvConfig
+from jaxrl.prng import make_key
+from jaxrl.run import compose
+from jaxrl.types import Box, Discrete, EnvSpec, Transition
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def vector_spec(num_actions: int = 2, obs_size: int = 3) -> EnvSpec:
+    inf = np.full((obs_size,), np.inf, np.float32)
+    return EnvSpec("fake", "jax", Box(-inf, inf, (obs_size,)), Discrete(num_actions), 1, 10)
+
+
+def test_yaml_composes_onto_the_schema():
+    cfg = compose(["agent=dqn", "agent.tau=0.005", "agent.target_update_period=1"])
+    assert isinstance(cfg.agent, DQNConfig)
+    a = cfg.agent
+    assert (a.learning_rate, a.batch_size, a.train_freq, a.gradient_steps) == (2.3e-3, 64, 256, 128)
+    assert a.hidden_sizes == (256, 256) and a.double_q and a.loss == "huber"
+    assert a.tau == 0.005 and a.target_update_period == 1
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "fragment"),
+    [
+        ({"loss": "l1"}, "agent.loss='l1' is not one of: huber, mse"),
+        ({"tau": 0.0}, r"agent.tau=0.0 must be in \(0, 1\]"),
+        ({"eps_end": 1.5}, r"agent.eps_end=1.5 must be in \[0, 1\]"),
+        ({"target_update_period": 0}, "agent.target_update_period=0 must be >= 1"),
+        ({"torso": "resnet"}, "agent.torso='resnet' is not one of"),
+    ],
+)
+def test_bad_config_is_a_config_error(kwargs: dict, fragment: str) -> None:
+    with pytest.raises(ConfigError, match=fragment):
+        make_learner(DQNConfig(**kwargs), vector_spec())
+
+
+def test_td_target_by_hand():
+    """γ = 0.9, r = 1. Rows: terminated, truncated, neither. Double DQN: the online net picks
+    a' = [1, 0, 0], the target net values it: [2, 4, 7]; vanilla takes the target's max
+    [10, 6, 8]. A terminated row is r alone; a truncated one bootstraps like the third."""
+    q_next_online = jnp.array([[1.0, 3.0], [2.0, 0.0], [5.0, 4.0]])
+    q_next_target = jnp.array([[10.0, 2.0], [4.0, 6.0], [7.0, 8.0]])
+    reward = jnp.ones(3)
+    terminated = jnp.array([True, False, False])
+    double = td_target(q_next_online, q_next_target, reward, terminated, 0.9, True)
+    vanilla = td_target(q_next_online, q_next_target, reward, terminated, 0.9, False)
+    np.testing.assert_allclose(double, [1.0, 1 + 0.9 * 4, 1 + 0.9 * 7], rtol=1e-6)
+    np.testing.assert_allclose(vanilla, [1.0, 1 + 0.9 * 6, 1 + 0.9 * 8], rtol=1e-6)
+
+
+def test_huber_and_mse_by_hand():
+    errors = jnp.array([0.5, -3.0, 1.0])
+    np.testing.assert_allclose(td_loss(errors, "huber"), [0.125, 2.5, 0.5])
+    np.testing.assert_allclose(td_loss(errors, "mse"), [0.125, 4.5, 0.5])
+
+
+def constant_q(state, online: list[float], target: list[float]):
+    """Q(s, ·) = the given values for every s: zero weights, head bias set."""
+    zero = lambda tree: jax.tree.map(jnp.zeros_like, tree)
+
+    def with_bias(values: list[float]):
+        params = zero(state.params)
+        head = max(k for k in params["params"] if k.startswith("Dense"))
+        params["params"][head]["bias"] = jnp.array(values)
+        return params
+
+    return state._replace(params=with_bias(online), target_params=with_bias(target))
+
+
+@pytest.mark.parametrize(
+    ("loss", "double_q", "expected"),
+    [
+        # q_taken = [1, 3, 1]; double targets [1, 2.8, 2.8] -> errors [0, 0.2, -1.8]
+        ("huber", True, (0 + 0.02 + 1.3) / 3),
+        ("mse", True, (0 + 0.02 + 1.62) / 3),
+        # vanilla targets [1, 10, 10] -> errors [0, -7, -9]
+        ("huber", False, (0 + 6.5 + 8.5) / 3),
+        ("mse", False, (0 + 24.5 + 40.5) / 3),
+    ],
+)
+def test_update_loss_uses_terminated_only(loss: str, double_q: bool, expected: float):
+    """Online Q = [1, 3], target Q = [10, 2] everywhere; γ = 0.9, r = 1, actions [0, 1, 0].
+    Rows terminated / truncated / neither: the truncated row bootstraps exactly like the last."""
+    cfg = DQNConfig(gamma=0.9, loss=loss, double_q=double_q, hidden_sizes=(8,))
+    learner = make_learner(cfg, vector_spec())
+    state = constant_q(learner.init(make_key(0)), [1.0, 3.0], [10.0, 2.0])
+    batch = Transition(
+        obs=jax.random.normal(jax.random.key(1), (3, 3)),
+        action=jnp.array([0, 1, 0], jnp.int32),
+        reward=jnp.ones(3),
+        terminated=jnp.array([True, False, False]),
+        truncated=jnp.array([False, True, False]),
+        next_obs=jax.random.normal(jax.random.key(2), (3, 3)),
+    )
+    _, metrics = learner.update(state, batch, make_key(3))
+    np.testing.assert_allclose(metrics["loss"], expected, rtol=1e-5)
+    np.testing.assert_allclose(metrics["q_mean"], 5.0 / 3, rtol=1e-6)
+
+
+def test_epsilon_schedule_values():
+    cfg = DQNConfig(eps_start=1.0, eps_end=0.1, exploration_steps=1000)
+    steps = jnp.array([0, 250, 500, 1000, 5000])
+    np.testing.assert_allclose(epsilon(cfg, steps), [1.0, 0.775, 0.55, 0.1, 0.1], rtol=1e-6)
+
+
+def test_eps_greedy_deviates_at_the_expected_rate():
+    """With 4 actions a uniform draw differs from the greedy action 3/4 of the time, so ε = 0.4
+    acts non-greedily 30% of the time; ε = 0 never does."""
+    cfg = DQNConfig(eps_start=0.4, eps_end=0.4, hidden_sizes=(8,))
+    learner = make_learner(cfg, vector_spec(num_actions=4))
+    state = learner.init(make_key(0))
+    obs = jax.random.normal(jax.random.key(1), (20_000, 3))
+    greedy = learner.act(state, obs, make_key(2), True)
+    explored = learner.explore(state, obs, make_key(3), jnp.asarray(0))
+    assert abs(float(jnp.mean(explored != greedy)) - 0.3) < 0.015
+    never = make_learner(DQNConfig(eps_start=0.0, hidden_sizes=(8,)), vector_spec(4))
+    assert bool(jnp.all(never.explore(state, obs, make_key(3), jnp.asarray(0)) == greedy))
+
+
+def run_updates(cfg: DQNConfig, n: int):
+    learner = make_learner(cfg, vector_spec())
+    state = learner.init(make_key(0))
+    batch = Transition(
+        jax.random.normal(jax.random.key(1), (8, 3)),
+        jnp.zeros(8, jnp.int32),
+        jnp.ones(8),
+        jnp.zeros(8, bool),
+        jnp.zeros(8, bool),
+        jax.random.normal(jax.random.key(2), (8, 3)),
+    )
+    update = jax.jit(learner.update)
+    states = [state]
+    for _ in range(n):
+        state, _ = update(state, batch, make_key(0))
+        states.append(state)
+    return states
+
+
+def tree_equal(a, b) -> bool:
+    return all(bool(jnp.array_equal(x, y)) for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)))
+
+
+def test_hard_target_update_exactly_every_period():
+    states = run_updates(DQNConfig(target_update_period=3, hidden_sizes=(8,)), 7)
+    for count in range(1, 8):
+        state, previous = states[count], states[count - 1]
+        assert int(state.updates) == count
+        assert not tree_equal(state.params, previous.params)
+        if count % 3 == 0:
+            assert tree_equal(state.target_params, state.params), count
+        else:
+            assert tree_equal(state.target_params, previous.target_params), count
+
+
+def test_polyak_target_update():
+    """τ = 0.25 every update: target ← 0.25·online + 0.75·target."""
+    states = run_updates(DQNConfig(target_update_period=1, tau=0.25, hidden_sizes=(8,)), 3)
+    for previous, state in zip(states, states[1:]):
+        expected = jax.tree.map(
+            lambda o, t: 0.25 * o + 0.75 * t, state.params, previous.target_params
+        )
+        for x, y in zip(jax.tree.leaves(state.target_params), jax.tree.leaves(expected)):
+            np.testing.assert_allclose(x, y, rtol=1e-6, atol=1e-7)
+        assert not tree_equal(state.target_params, state.params)
+
+
+def test_truncated_steps_are_stored_with_their_final_observation():
+    """CartPole capped at 5 steps, random actions (before learning starts): every 5th stored
+    step is truncated, not terminated, and its next_obs is the physics successor of its obs
+    (CartPole's Euler step: x' = x + 0.02·ẋ, θ' = θ + 0.02·θ̇), not the next episode's reset
+    observation."""
+    env = envs.make(EnvConfig("CartPole-v1", max_episode_steps=5), num_envs=1)
+    cfg = DQNConfig(iteration_steps=20, train_freq=4, learning_starts=1000, hidden_sizes=(8,))
+    agent = make_dqn(cfg, env)
+    state = agent.init(make_key(0))
+    state, _, metrics = jax.jit(agent.train_step)(state, env.reset(make_key(1)), make_key(2))
+    data = jax.tree.map(lambda x: np.asarray(x[:20]), state.buffer.data)
+    assert int(state.buffer.size) == 20 and int(metrics["episodes"]) == 4
+    ends = np.arange(20) % 5 == 4
+    np.testing.assert_array_equal(data.truncated, ends)
+    assert not data.terminated.any()
+    np.testing.assert_allclose(
+        data.next_obs[:, 0], data.obs[:, 0] + 0.02 * data.obs[:, 1], atol=1e-6
+    )
+    np.testing.assert_allclose(
+        data.next_obs[:, 2], data.obs[:, 2] + 0.02 * data.obs[:, 3], atol=1e-6
+    )
+    # Inside an episode the successor is the next stored obs; at a truncation it is not.
+    np.testing.assert_array_equal(data.next_obs[:-1][~ends[:-1]], data.obs[1:][~ends[:-1]])
+    assert (np.abs(data.next_obs[:-1][ends[:-1]] - data.obs[1:][ends[:-1]]).max(axis=1) > 0).all()
+
+
+def test_cli_refuses_box_actions_before_compiling(tmp_path):
+    out = subprocess.run(
+        [sys.executable, "-m", "jaxrl.run", "agent=dqn", "env=Pendulum-v1", f"log.dir={tmp_path}"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=300,
+    )
+    assert out.returncode == 2, out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert lines[-1].startswith("error: agent 'dqn' needs a Discrete action space"), out.stderr
+    assert "Traceback" not in out.stderr
