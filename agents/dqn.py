@@ -155,8 +155,9 @@ def make_learner(cfg: DQNConfig, spec: EnvSpec) -> Learner:
     space = spec.action_space
     if not isinstance(space, Discrete):
         raise ConfigError(
-            f"agent 'dqn' needs a Discrete action space; env '{spec.name}' has {type(space).__name__}"
-            f" actions of shape {space.shape} (for continuous actions use ddpg, td3 or sac)"
+            f"agent 'dqn' needs a Discrete action space; env '{spec.name}' has "
+            f"{type(space).__name__} actions of shape {space.shape} (for continuous actions use "
+            f"ddpg, td3 or sac)"
         )
     obs_space = spec.observation_space
     torso = resolve_torso(cfg.torso, obs_space.shape, cfg.name)

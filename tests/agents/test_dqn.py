@@ -3,6 +3,7 @@ what the driver stores at truncations; the CLI refusing Box actions; learning Ca
 
 from __future__ import annotations
 
+import itertools
 import subprocess
 import sys
 from pathlib import Path
@@ -154,7 +155,10 @@ def run_updates(cfg: DQNConfig, n: int):
 
 
 def tree_equal(a, b) -> bool:
-    return all(bool(jnp.array_equal(x, y)) for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)))
+    return all(
+        bool(jnp.array_equal(x, y))
+        for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True)
+    )
 
 
 def test_hard_target_update_exactly_every_period():
@@ -172,11 +176,13 @@ def test_hard_target_update_exactly_every_period():
 def test_polyak_target_update():
     """τ = 0.25 every update: target ← 0.25·online + 0.75·target."""
     states = run_updates(DQNConfig(target_update_period=1, tau=0.25, hidden_sizes=(8,)), 3)
-    for previous, state in zip(states, states[1:]):
+    for previous, state in itertools.pairwise(states):
         expected = jax.tree.map(
             lambda o, t: 0.25 * o + 0.75 * t, state.params, previous.target_params
         )
-        for x, y in zip(jax.tree.leaves(state.target_params), jax.tree.leaves(expected)):
+        for x, y in zip(
+            jax.tree.leaves(state.target_params), jax.tree.leaves(expected), strict=True
+        ):
             np.testing.assert_allclose(x, y, rtol=1e-6, atol=1e-7)
         assert not tree_equal(state.target_params, state.params)
 
