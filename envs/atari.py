@@ -144,7 +144,9 @@ def _rom(env_id: str) -> str:
     return games[env_id]
 
 
-def _vector_env(cfg: AtariConfig, num_envs: int) -> Any:
+def vector_env(cfg: AtariConfig, num_envs: int) -> Any:
+    """ALE's `AtariVectorEnv` as the pool drives it: same-step reset, raw rewards, no life or
+    time handling of its own."""
     from ale_py.vector_env import AtariVectorEnv
 
     return AtariVectorEnv(
@@ -213,7 +215,7 @@ class AtariPool:
         self.cfg = cfg
         self.num_envs = num_envs
         self.max_episode_steps = cfg.episode_steps
-        self._env = _vector_env(cfg, num_envs)
+        self._env = vector_env(cfg, num_envs)
         self.num_actions = int(self._env.single_action_space.n)
         self._steps = np.zeros(num_envs, np.int64)
         self._return = np.zeros(num_envs, np.float64)
