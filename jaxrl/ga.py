@@ -85,17 +85,24 @@ def repeats(index: Array) -> Array:
 
 def _unit_coins(key: Key, params: PyTree) -> PyTree:
     """One fair coin per output unit, shared by the leaves of one module (a Dense layer's kernel
-    and bias) that have the same number of units, so a neuron is inherited whole."""
+    and bias) that have the same number of units, so a neuron is inherited whole. All coins come
+    from one draw (few random call sites keep XLA's compile time down)."""
     paths_leaves, treedef = jax.tree_util.tree_flatten_with_path(params)
-    modules: dict[tuple, int] = {}
-    coins = []
+    offsets: dict[tuple, int] = {}
+    total = 0
     for path, leaf in paths_leaves:
-        module = modules.setdefault(tuple(path[:-1]), len(modules))
-        units = leaf.shape[-1:] if leaf.ndim else ()
-        size = units[0] if units else 0
-        coin_key = jax.random.fold_in(jax.random.fold_in(key, module), size)
-        coins.append(jax.random.bernoulli(coin_key, 0.5, units))
-    return jax.tree_util.tree_unflatten(treedef, coins)
+        units = leaf.shape[-1] if leaf.ndim else 1
+        group = (tuple(path[:-1]), units)
+        if group not in offsets:
+            offsets[group], total = total, total + units
+    coins = jax.random.bernoulli(key, 0.5, (total,))
+    out = []
+    for path, leaf in paths_leaves:
+        units = leaf.shape[-1] if leaf.ndim else 1
+        start = offsets[(tuple(path[:-1]), units)]
+        coin = coins[start : start + units]
+        out.append(coin if leaf.ndim else coin[0])
+    return jax.tree_util.tree_unflatten(treedef, out)
 
 
 def crossover(key: Key, a: PyTree, b: PyTree) -> PyTree:
@@ -134,14 +141,20 @@ def apply_mutation(w: Array, draws: MutationDraws, rates: MutationRates) -> Arra
 
 
 def mutate(key: Key, params: PyTree, rates: MutationRates) -> PyTree:
-    """Mutate one member's weight matrices (leaves with ndim >= 2); other leaves are unchanged."""
+    """Mutate one member's weight matrices (leaves with ndim >= 2); other leaves are unchanged.
+    The draws for all matrices are made at once, on their concatenation."""
     leaves, treedef = jax.tree.flatten(params)
-    out = []
-    for i, w in enumerate(leaves):
-        if w.ndim >= 2:
-            w = apply_mutation(w, mutation_draws(jax.random.fold_in(key, i), w.shape, rates), rates)
-        out.append(w)
-    return jax.tree.unflatten(treedef, out)
+    weights = [i for i, w in enumerate(leaves) if w.ndim >= 2]
+    if not weights:
+        return params
+    flat = jnp.concatenate([leaves[i].ravel().astype(jnp.float32) for i in weights])
+    flat = apply_mutation(flat, mutation_draws(key, flat.shape, rates), rates)
+    start = 0
+    for i in weights:
+        w = leaves[i]
+        leaves[i] = flat[start : start + w.size].reshape(w.shape).astype(w.dtype)
+        start += w.size
+    return jax.tree.unflatten(treedef, leaves)
 
 
 def next_generation(
@@ -159,19 +172,21 @@ def next_generation(
     rates = rates or MutationRates()
     k = fitness.shape[0]
     m = k - num_elites
-    sel_key, elite_key, partner_key, cross_key, flag_key, mut_key = jax.random.split(key, 6)
+    sel_key, pick_key, cross_key, mut_key = jax.random.split(key, 4)
     order = rank(fitness)
     selected = tournament(sel_key, fitness, m, tournament_size)
     crossed = repeats(selected)
 
-    elite_parent = order[jax.random.randint(elite_key, (m,), 0, num_elites)]
-    partner = selected[jax.random.randint(partner_key, (m,), 0, m)]
+    # One uniform draw per slot for each choice: the elite parent, the partner, mutate or not.
+    u_elite, u_partner, u_mutate = jax.random.uniform(pick_key, (3, m))
+    elite_parent = order[jnp.minimum((u_elite * num_elites).astype(jnp.int32), num_elites - 1)]
+    partner = selected[jnp.minimum((u_partner * m).astype(jnp.int32), m - 1)]
     children = jax.vmap(crossover)(
         jax.random.split(cross_key, m), take(pop, elite_parent), take(pop, partner)
     )
     children = _where_members(crossed, children, take(pop, selected))
 
-    mutated = jax.random.bernoulli(flag_key, mutation_prob, (m,))
+    mutated = u_mutate < mutation_prob
     mutants = jax.vmap(mutate, in_axes=(0, 0, None))(jax.random.split(mut_key, m), children, rates)
     children = _where_members(mutated, mutants, children)
     return put(pop, order[num_elites:], children), Generation(order, selected, crossed, mutated)
