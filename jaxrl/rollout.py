@@ -28,6 +28,9 @@ def run_episodes(env: Env, policy: Policy, key: Key) -> Episodes:
 
     A `while_loop` rather than a fixed-length scan, so a batch whose episodes all end early costs
     only the steps it needed; steps after an env's episode ended are computed but not counted.
+    An episode is what the env's statistics say (`info["episode_done"]`, `"episode_return"`): for
+    Atari that is the whole game with its unclipped score, although training sees a life loss as
+    `terminated` and clipped rewards.
     """
     n = env.spec.num_envs
     obs_dim = env.spec.observation_space.shape
@@ -44,9 +47,10 @@ def run_episodes(env: Env, policy: Policy, key: Key) -> Episodes:
         stats = normalize.update(stats, obs, alive)
         action = policy(obs, act_key)
         env_state, ts = env.step(env_state, action, step_key)
-        returns = returns + jnp.where(alive, ts.reward, 0.0)
-        lengths = lengths + alive.astype(jnp.int32)
-        alive = alive & ~(ts.terminated | ts.truncated)
+        ended = alive & ts.info["episode_done"]
+        returns = jnp.where(ended, ts.info["episode_return"], returns)
+        lengths = jnp.where(ended, ts.info["episode_length"], lengths)
+        alive = alive & ~ended
         return env_state, ts.obs, alive, returns, lengths, stats, t + 1, key
 
     per_env_stats = RunningStats(
