@@ -1,4 +1,4 @@
-"""Our PyBullet envs as plain Gymnasium envs, registered in Gymnasium's `bullet` namespace on import:
+"""Our PyBullet envs: plain Gymnasium envs, registered in Gymnasium's `bullet` namespace on import:
 
     import envs.bullet
     env = gymnasium.make("bullet/CartPole-v0", render_mode="rgb_array")

@@ -59,10 +59,10 @@ class BalancingPlateEnv(BulletEnv):
       leaves it; terminated when the ball's centre is beyond an edge (|u| or |v| > 0.15) or below
       the top surface. Truncated at 1000 steps (50 s) by the registered TimeLimit.
     * Reset: plate pitch and roll ~ U(±0.03) rad at rest (the servo targets too), ball dropped at
-      rest 5 mm above the plate at (u, v) ~ U(±0.05) m.
+      rest 5 mm above the plate at (u, v) ~ U(±0.05) m. `reset(options=...)` may fix either:
+      `{"plate_angles": (pitch, roll), "ball_position": (u, v)}` (tests, demonstrations).
     """
 
-    metadata: dict[str, Any] = {"render_modes": ["rgb_array"], "render_fps": 20}
     physics_hz = 480
 
     def __init__(
@@ -145,10 +145,15 @@ class BalancingPlateEnv(BulletEnv):
         self._restore_world()
         rng = self.np_random
         self._targets = rng.uniform(-INIT_TILT, INIT_TILT, 2)
+        u, v = rng.uniform(-INIT_BALL, INIT_BALL, 2)
+        options = options or {}
+        if "plate_angles" in options:
+            self._targets = np.asarray(options["plate_angles"], np.float64).reshape(2)
+        if "ball_position" in options:
+            u, v = np.asarray(options["ball_position"], np.float64).reshape(2)
         for joint, angle in zip((PITCH, ROLL), self._targets, strict=True):
             self._p.resetJointState(self.plate, joint, float(angle), 0.0)
         self._drive()
-        u, v = rng.uniform(-INIT_BALL, INIT_BALL, 2)
         origin, rotation = self._plate_frame()
         drop = origin + rotation @ np.array([u, v, BALL_RADIUS + DROP_HEIGHT])
         self._p.resetBasePositionAndOrientation(self.ball, drop.tolist(), [0, 0, 0, 1])

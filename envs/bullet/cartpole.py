@@ -1,4 +1,4 @@
-"""Cart-pole in PyBullet (`bullet/CartPole-v0`): pybullet_data's `cartpole.urdf` under force control.
+"""Cart-pole in PyBullet (`bullet/CartPole-v0`): pybullet_data's `cartpole.urdf`, force control.
 
 Differences from Gymnasium's CartPole-v1, all deliberate: the dynamics are Bullet's rigid-body
 simulation of the URDF (cart 1 kg, pole 0.1 kg and 1 m, its inertia computed by Bullet from the
@@ -33,12 +33,11 @@ class CartPoleBulletEnv(BulletEnv):
     * Reward 1 on every step, the terminating one included (as Gymnasium's cart-pole).
     * Terminated when |x| > 10 or |θ| > 0.2095 after a step; truncated at 500 steps by the
       registered TimeLimit (`max_episode_steps=500`).
-    * Initial state: each of the four uniform in ±0.05.
+    * Initial state: each of the four uniform in ±0.05; `reset(options={"state": (x, ẋ, θ, θ̇)})`
+      starts from the given one instead.
     * Links have no velocity damping (Bullet's default is 0.04), so the system is frictionless
       like the textbook cart-pole.
     """
-
-    metadata: dict[str, Any] = {"render_modes": ["rgb_array"], "render_fps": 20}
 
     def __init__(self, render_mode: str | None = None, width: int = 320, height: int = 240):
         super().__init__(render_mode, width, height)
@@ -67,6 +66,8 @@ class CartPoleBulletEnv(BulletEnv):
         super().reset(seed=seed)
         self._restore_world()
         x, x_dot, theta, theta_dot = self.np_random.uniform(-INIT_RANGE, INIT_RANGE, 4)
+        if options and "state" in options:  # a chosen start, for tests and demonstrations
+            x, x_dot, theta, theta_dot = np.asarray(options["state"], np.float64).reshape(4)
         self._p.resetJointState(self.cartpole, 0, x, x_dot)
         self._p.resetJointState(self.cartpole, 1, theta, theta_dot)
         return self._state(), {}

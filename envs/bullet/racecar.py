@@ -13,7 +13,6 @@ import math
 from typing import Any
 
 import numpy as np
-import pybullet
 import pybullet_data
 from gymnasium import spaces
 
@@ -102,8 +101,6 @@ class RaceCarEnv(BulletEnv):
     * Reset: at the start line (0, -4), heading +x, lateral offset ~ U(±0.1) m, heading error
       ~ U(±0.05) rad, at rest.
     """
-
-    metadata: dict[str, Any] = {"render_modes": ["rgb_array"], "render_fps": 20}
 
     def __init__(self, render_mode: str | None = None, width: int = 320, height: int = 240):
         self.track = OvalTrack()
