@@ -1,0 +1,227 @@
+"""Soft Actor-Critic (Haarnoja et al. 2018, "SAC v2": automatic entropy tuning, no value network).
+
+* Twin soft Q-networks and their Polyak targets (τ = `tau`); the target is
+  r + γ·(1 − terminated)·(minᵢ Qᵢ'(s', a') − α·log π(a'|s')), a' ~ π(·|s'). Only termination
+  stops the bootstrap: a truncated step bootstraps from its episode's last observation, which the
+  driver (`jaxrl.offpolicy`) stores as `next_obs`.
+* A tanh-Gaussian actor (`jaxrl.distributions.TanhGaussian`, log-density with the tanh log-det)
+  trained on E[α·log π(ã|s) − minᵢ Qᵢ(s, ã)], ã reparameterised.
+* A learned log α with loss −log α·(log π + H̄) (Stable-Baselines3's form), H̄ = `target_entropy`,
+  −|A| by default.
+
+The policy is a distribution over the normalised box [−1, 1]^|A|, rescaled to the env's Box only
+when acting (as in Stable-Baselines3), so entropies and H̄ mean the same for any bounds. One
+update: critic step (α of the step's start), actor step against the updated critics, α step on
+the actor's log-probabilities, target update. Networks, Box check and TD target are TD3's
+(`agents.td3`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from agents.td3 import Critics, QNetwork, Torso, box_actions, critic_loss, td_target
+from jaxrl.config import require
+from jaxrl.distributions import TanhGaussian
+from jaxrl.env import Env
+from jaxrl.offpolicy import Learner, OffPolicyConfig, make_off_policy, soft_update
+from jaxrl.types import Agent, Array, EnvSpec, Key, Metrics, PyTree, Transition
+
+LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0  # the bounds of the SAC reference code
+
+
+@dataclass(frozen=True)
+class SACConfig(OffPolicyConfig):
+    """SAC's keys on top of `OffPolicyConfig`; defaults follow Haarnoja et al. (2018b):
+    256-256 ReLU, Adam 3e-4 for actor, critics and α, batch 256, τ 0.005, α₀ = 1, H̄ = −|A|."""
+
+    name: str = "sac"
+    buffer_size: int = 1_000_000
+    learning_starts: int = 5_000
+    actor_lr: float = 3e-4
+    critic_lr: float = 3e-4
+    alpha_lr: float = 3e-4
+    tau: float = 0.005
+    init_alpha: float = 1.0
+    learn_alpha: bool = True  # False: α stays init_alpha
+    target_entropy: float | None = None  # H̄; null: −|A|
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        require(self.actor_lr > 0, f"agent.actor_lr={self.actor_lr} must be > 0")
+        require(self.critic_lr > 0, f"agent.critic_lr={self.critic_lr} must be > 0")
+        require(self.alpha_lr > 0, f"agent.alpha_lr={self.alpha_lr} must be > 0")
+        require(0 < self.tau <= 1, f"agent.tau={self.tau} must be in (0, 1]")
+        require(self.init_alpha > 0, f"agent.init_alpha={self.init_alpha} must be > 0")
+
+
+class GaussianActor(nn.Module):
+    """Mean and log-std (clipped to [−20, 2]) of the pre-tanh Gaussian."""
+
+    action_size: int
+    hidden_sizes: Sequence[int]
+    activation: str = "relu"
+
+    @nn.compact
+    def __call__(self, obs: Array) -> tuple[Array, Array]:
+        x = Torso(self.hidden_sizes, self.activation)(obs.astype(jnp.float32))
+        mean = nn.Dense(self.action_size)(x)
+        log_std = nn.Dense(self.action_size)(x)
+        return mean, jnp.clip(log_std, LOG_STD_MIN, LOG_STD_MAX)
+
+
+class SACState(NamedTuple):
+    """The learner's state; `actor_params` is the policy (`Learner.params`)."""
+
+    actor_params: PyTree
+    critic_params: PyTree  # leaves [2, ...]
+    target_critic_params: PyTree
+    log_alpha: Array  # float32 scalar
+    actor_opt_state: optax.OptState
+    critic_opt_state: optax.OptState
+    alpha_opt_state: optax.OptState
+
+
+def soft_target(
+    reward: Array,
+    terminated: Array,
+    next_q: Array,
+    next_log_prob: Array,
+    alpha: Array,
+    gamma: float,
+) -> Array:
+    """r + γ·(1 − terminated)·(minᵢ Qᵢ'(s', a') − α·log π(a'|s')); next_q: [critics, batch]."""
+    return td_target(reward, terminated, next_q.min(axis=0) - alpha * next_log_prob, gamma)
+
+
+def actor_loss(alpha: Array, log_prob: Array, q: Array) -> Array:
+    """E[α·log π(ã|s) − minᵢ Qᵢ(s, ã)]; q: [critics, batch]."""
+    return jnp.mean(alpha * log_prob - q.min(axis=0))
+
+
+def alpha_loss(log_alpha: Array, log_prob: Array, target_entropy: float) -> Array:
+    """−log α·E[log π + H̄]: α grows while the entropy −E[log π] is below H̄."""
+    return -log_alpha * jnp.mean(jax.lax.stop_gradient(log_prob) + target_entropy)
+
+
+def make_sac_learner(cfg: SACConfig, spec: EnvSpec) -> Learner:
+    """SAC's learner for `spec` (a bounded flat Box, else ConfigError)."""
+    scale = box_actions(spec, cfg.name)
+    size = spec.action_space.shape[0]
+    actor = GaussianActor(size, cfg.hidden_sizes, cfg.activation)
+    critics = Critics(QNetwork(cfg.hidden_sizes, cfg.activation), 2)
+    target_entropy = -float(size) if cfg.target_entropy is None else cfg.target_entropy
+    unit = np.ones(size, np.float32)
+    actor_tx, critic_tx = optax.adam(cfg.actor_lr), optax.adam(cfg.critic_lr)
+    alpha_tx = optax.adam(cfg.alpha_lr)
+    obs0 = jnp.zeros(spec.observation_space.shape, jnp.float32)
+
+    def policy(params: PyTree, obs: Array) -> TanhGaussian:
+        mean, log_std = actor.apply(params, obs)
+        return TanhGaussian(mean, log_std, -unit, unit)
+
+    def sample(params: PyTree, obs: Array, key: Key) -> tuple[Array, Array]:
+        """A normalised action ã ~ π(·|s) (reparameterised) and log π(ã|s)."""
+        dist = policy(params, obs)
+        raw = dist.sample(key)
+        return dist.env_action(raw), dist.log_prob(raw)
+
+    def init(key: Key) -> SACState:
+        actor_key, critic_key = jax.random.split(key)
+        actor_params = actor.init(actor_key, obs0)
+        critic_params = critics.init(critic_key, obs0, jnp.zeros(size, jnp.float32))
+        log_alpha = jnp.log(jnp.asarray(cfg.init_alpha, jnp.float32))
+        return SACState(
+            actor_params,
+            critic_params,
+            critic_params,
+            log_alpha,
+            actor_tx.init(actor_params),
+            critic_tx.init(critic_params),
+            alpha_tx.init(log_alpha),
+        )
+
+    def explore(state: SACState, obs: Array, key: Key, env_steps: Array) -> Array:
+        return scale.to_env(sample(state.actor_params, obs, key)[0])
+
+    def act(state: SACState, obs: Array, key: Key, deterministic: bool) -> Array:
+        if deterministic:
+            dist = policy(state.actor_params, obs)
+            return scale.to_env(dist.env_action(dist.mode()))
+        return explore(state, obs, key, jnp.zeros((), jnp.int32))
+
+    def update(state: SACState, batch: Transition, key: Key) -> tuple[SACState, Metrics]:
+        next_key, pi_key = jax.random.split(key)
+        action = scale.from_env(batch.action)
+        alpha = jnp.exp(state.log_alpha)
+
+        next_action, next_log_prob = sample(state.actor_params, batch.next_obs, next_key)
+        next_q = critics(state.target_critic_params, batch.next_obs, next_action)
+        target = jax.lax.stop_gradient(
+            soft_target(batch.reward, batch.terminated, next_q, next_log_prob, alpha, cfg.gamma)
+        )
+
+        def loss_of_critics(params: PyTree) -> tuple[Array, Array]:
+            q = critics(params, batch.obs, action)
+            return critic_loss(q, target), q
+
+        (q_loss, q), grads = jax.value_and_grad(loss_of_critics, has_aux=True)(state.critic_params)
+        updates, critic_opt_state = critic_tx.update(grads, state.critic_opt_state)
+        critic_params = optax.apply_updates(state.critic_params, updates)
+
+        def loss_of_actor(params: PyTree) -> tuple[Array, Array]:
+            new_action, log_prob = sample(params, batch.obs, pi_key)
+            return actor_loss(alpha, log_prob, critics(critic_params, batch.obs, new_action)), (
+                log_prob
+            )
+
+        (pi_loss, log_prob), grads = jax.value_and_grad(loss_of_actor, has_aux=True)(
+            state.actor_params
+        )
+        updates, actor_opt_state = actor_tx.update(grads, state.actor_opt_state)
+        actor_params = optax.apply_updates(state.actor_params, updates)
+
+        a_loss, grad = jax.value_and_grad(alpha_loss)(state.log_alpha, log_prob, target_entropy)
+        log_alpha, alpha_opt_state = state.log_alpha, state.alpha_opt_state
+        if cfg.learn_alpha:
+            updates, alpha_opt_state = alpha_tx.update(grad, alpha_opt_state)
+            log_alpha = optax.apply_updates(log_alpha, updates)
+
+        new_state = SACState(
+            actor_params,
+            critic_params,
+            soft_update(state.target_critic_params, critic_params, cfg.tau),
+            log_alpha,
+            actor_opt_state,
+            critic_opt_state,
+            alpha_opt_state,
+        )
+        return new_state, {
+            "critic_loss": q_loss,
+            "actor_loss": pi_loss,
+            "alpha_loss": a_loss,
+            "alpha": alpha,
+            "entropy": -log_prob.mean(),
+            "q_mean": q.mean(),
+        }
+
+    return Learner(
+        init=init,
+        explore=explore,
+        act=act,
+        update=update,
+        params=lambda state: state.actor_params,
+    )
+
+
+def make_sac(cfg: SACConfig, env: Env) -> Agent:
+    """SAC on `env`'s batch through the off-policy driver."""
+    return make_off_policy(cfg, env, make_sac_learner(cfg, env.spec))
