@@ -5,12 +5,14 @@
 object-array `final_obs` info into a dense array and keeps the episode statistics. Observations are
 float32 (uint8 images stay uint8; a Discrete observation becomes a one-hot vector), Discrete actions
 int, Box actions the env's dtype. The episode cap is the Gymnasium spec's `max_episode_steps`
-(its TimeLimit wrapper truncates), or `env.max_episode_steps`; a step that terminates at the cap
-is terminated only, as everywhere in jaxrl.
+(its TimeLimit wrapper truncates), or `env.max_episode_steps`, or for an env that truncates by
+itself (`pixel/CartPole-v1` counts CartPole steps, not agent steps) its `max_episode_steps`
+attribute. A step that terminates at the cap is terminated only, as everywhere in jaxrl.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import multiprocessing
@@ -237,12 +239,16 @@ def gymnasium_spec(cfg: HostEnvConfig, num_envs: int) -> tuple[EnvSpec, Callable
         observation_space, _ = _observation(env.observation_space, cfg.id)
         action_space, _ = _action(env.action_space, cfg.id)
         max_steps = env.spec.max_episode_steps if env.spec is not None else None
+        if max_steps is None:  # an env that enforces its own cap says so in an attribute
+            with contextlib.suppress(AttributeError):
+                max_steps = env.get_wrapper_attr("max_episode_steps")
     finally:
         env.close()
     if max_steps is None:
         raise ConfigError(
-            f"env '{cfg.id}' has no registered episode cap; set env.max_episode_steps "
-            f"(evaluation and episodic agents need every episode to end)"
+            f"env '{cfg.id}' has no episode cap (neither a registered max_episode_steps nor a "
+            f"`max_episode_steps` attribute); set env.max_episode_steps (evaluation and episodic "
+            f"agents need every episode to end)"
         )
     spec = EnvSpec(
         name=cfg.id,

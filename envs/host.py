@@ -204,6 +204,8 @@ class _Registry:
                     )
                 steps.append(self._call(name, "step", slot.pool.step, action, handle=handle))
                 slot.stepped = True
+        if len(steps) == 1:  # the usual case (one seed): views, no copies
+            return HostStep(*(field[None] for field in steps[0]))
         return HostStep(*(np.stack(field) for field in zip(*steps, strict=True)))
 
     def _call(self, name: str, what: str, fn: Callable, *args: Any, handle: int = 0) -> Any:
@@ -265,18 +267,14 @@ def _host_call(
     the handle or key of each pool; `in_ndims` are the argument ranks of one pool). Under vmap it
     becomes the same call over a wider batch: one host call, whatever the nesting."""
     use_buffers = kind == "buffer" or (kind == "auto" and jax.default_backend() == "cpu")
+    dtypes = [np.dtype(o.dtype) for o in outs]
 
     def host(*args: np.ndarray) -> tuple[np.ndarray, ...]:
-        return tuple(
-            np.asarray(r, o.dtype) for r, o in zip(fn(*args), outs_of(args[0]), strict=True)
-        )
-
-    def outs_of(first: Any) -> tuple[jax.ShapeDtypeStruct, ...]:
-        return tuple(jax.ShapeDtypeStruct((first.shape[0], *o.shape), o.dtype) for o in outs)
+        return tuple(np.asarray(r, d) for r, d in zip(fn(*args), dtypes, strict=True))
 
     def write(ctx: Any, out: Sequence[Any], *args: Any) -> None:
-        for buffer, result in zip(out, host(*(np.asarray(a) for a in args)), strict=True):
-            np.asarray(buffer)[...] = result
+        for buffer, result in zip(out, fn(*(np.asarray(a) for a in args)), strict=True):
+            np.asarray(buffer)[...] = result  # casts to the buffer's dtype
 
     @jax.custom_batching.custom_vmap
     def call(*args: Array) -> tuple[Array, ...]:
@@ -285,7 +283,7 @@ def _host_call(
         flat = [
             a.reshape(size, *a.shape[a.ndim - n :]) for a, n in zip(args, in_ndims, strict=True)
         ]
-        shapes = outs_of(flat[0])
+        shapes = tuple(jax.ShapeDtypeStruct((size, *o.shape), o.dtype) for o in outs)
         if use_buffers:
             results = buffer_callback(write, shapes, has_side_effect=True)(*flat)
         else:
