@@ -80,7 +80,9 @@ class ERLConfig:
     name: str = "erl"
     # GA (jaxrl/ga.py)
     population_size: int = 10
-    elite_fraction: float = 0.1  # elites = int(elite_fraction × population_size), at least 1
+    # elites = int(elite_fraction × population_size), at least 1 (and, as the fraction is < 1,
+    # at most population_size - 1: one slot at least is an offspring)
+    elite_fraction: float = 0.1
     tournament_size: int = 3
     mutation_prob: float = 0.9  # chance each non-elite is mutated
     mutation_frac: float = 0.1  # chance each weight-matrix entry of a mutated member changes
@@ -113,11 +115,6 @@ class ERLConfig:
         require(
             0 < self.elite_fraction < 1,
             f"agent.elite_fraction={self.elite_fraction} must be in (0, 1)",
-        )
-        require(
-            self.num_elites < k,
-            f"agent.elite_fraction={self.elite_fraction} leaves no offspring in a population of "
-            f"{k} (elites = {self.num_elites})",
         )
         require(self.tournament_size >= 1, "agent.tournament_size must be >= 1")
         for key in ("mutation_prob", "mutation_frac", "super_mutation_prob", "reset_prob"):
