@@ -294,8 +294,9 @@ def _host_call(
     def rule(axis_size: int, in_batched: Sequence[bool], *args: Array):
         if not in_batched[0]:
             raise HostEnvError(
-                "vmap over a host env needs a separate env state per vmapped instance: vmap "
-                "env.reset too (one pool per instance), not only the actions"
+                "vmapped instances share one host env state: env.reset got one unbatched key "
+                "for all of them, so they would step a single pool. Give each instance its own "
+                "reset key (a batched key; `jnp.broadcast_to(key, (n,))` keeps the seeds equal)"
             )
         args = tuple(
             a if b else jnp.broadcast_to(a, (axis_size, *a.shape))
