@@ -94,6 +94,8 @@ class RunConfig:
     log: LogConfig = field(default_factory=LogConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     resume: str | None = None  # a run directory to continue
+    # Record one evaluation episode of each seed's final policy as <run dir>/videos/seed_<n>.mp4.
+    video: bool = False
 
     def __post_init__(self) -> None:
         require(self.num_seeds >= 1, f"num_seeds={self.num_seeds} must be >= 1")

@@ -26,6 +26,7 @@ from jaxrl.logging import LiveDisplay, RunLogger, finite_or_none, write_json_ato
 from jaxrl.prng import make_key
 from jaxrl.rollout import run_episodes
 from jaxrl.types import Agent, Array, Key
+from jaxrl.video import record_videos
 
 
 class Carry(NamedTuple):
@@ -228,6 +229,11 @@ def train(cfg: RunConfig, run_dir: Path) -> RunResult:
 
     summary = _summary(cfg, progress, compile_seconds, status)
     write_json_atomic(run_dir / "summary.json", summary)
+    if cfg.video and status == "completed":  # after summary.json: a failure here loses nothing
+        act = lambda agent_state, obs, key: trainer.agent.act(agent_state, obs, key, True)
+        videos = record_videos(trainer.env, act, carry.agent_state, seeds, run_dir)
+        summary["videos"] = [str(p) for p in videos.paths]
+        write_json_atomic(run_dir / "summary.json", summary)
     return RunResult(run_dir, summary, carry, trainer, status)
 
 

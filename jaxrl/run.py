@@ -232,6 +232,7 @@ def _execute(run_cfg: RunConfig, run_dir: Path) -> int:
         f"(best {s['best_eval_return']}) | {s['env_steps']:,} env steps | compile "
         f"{s['compile_seconds']:.1f}s, run {s['run_seconds']:.1f}s, "
         f"{s['env_steps_per_second']:,.0f} steps/s | {result.run_dir}"
+        + (f" | videos in {Path(s['videos'][0]).parent}" if s.get("videos") else "")
     )
     return {"completed": 0, "interrupted": EXIT_INTERRUPTED}.get(result.status, EXIT_FAILED)
 

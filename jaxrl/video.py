@@ -1,0 +1,229 @@
+"""Evaluation videos (`video=true`): one deterministic episode of each seed's final policy, written
+as `<run dir>/videos/seed_<n>.mp4` (imageio's ffmpeg, H.264).
+
+How an env gets drawn depends on its family:
+
+* JAX-native (gymnax) envs have no renderer, but each has a Gymnasium twin whose dynamics it
+  matches step for step (tests/envs/test_gymnax_envs.py). The episode runs in JAX, and every
+  state is drawn by writing it into the twin's `unwrapped.state` and calling its `render()`.
+* Host envs run in a single Gymnasium env made with `render_mode="rgb_array"`: the same env the
+  host pool steps, so the policy sees the observations it was trained on. An env object may
+  provide `make_render_env() -> gymnasium.Env` itself (a family whose pool adds preprocessing);
+  otherwise `gym/<id>`, `bullet/<id>` and `pixel/<id>` are made by their Gymnasium id.
+* Anything else (Brax, whose renderer is not available on CPU here) gets a one-line warning
+  and no video.
+
+A video has episode length + 1 frames: the first observation's, then one after every step, the
+last one showing the state the episode ended in (the state before any auto-reset).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import warnings
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxrl.env import VectorEnv
+from jaxrl.prng import make_key
+from jaxrl.types import Box, Discrete, EnvSpec
+
+logger = logging.getLogger(__name__)
+
+VIDEO_DIR = "videos"
+DEFAULT_FPS = 30
+
+# Gymnasium twins of the gymnax envs: the gymnax state fields that make up `unwrapped.state`, in
+# Gymnasium's order, and extra attributes the twin's `render` reads.
+TWIN_STATE: dict[str, tuple[str, ...]] = {
+    "CartPole-v1": ("x", "x_dot", "theta", "theta_dot"),
+    "Pendulum-v1": ("theta", "theta_dot"),
+    "Acrobot-v1": ("joint_angle1", "joint_angle2", "velocity_1", "velocity_2"),
+    "MountainCar-v0": ("position", "velocity"),
+    "MountainCarContinuous-v0": ("position", "velocity"),
+}
+TWIN_ATTRIBUTES: dict[str, tuple[str, ...]] = {"Pendulum-v1": ("last_u",)}  # torque arrow
+# Host name prefixes that are Gymnasium ids, and the module whose import registers them
+# (Gymnasium's "module:id" form imports it on `make`).
+HOST_PREFIXES: dict[str, str | None] = {
+    "gym/": None,
+    "bullet/": "envs.bullet",
+    "pixel/": "envs.pixel",
+}
+
+# (agent state, obs batch of one, key) -> action batch of one
+Act = Callable[[Any, jax.Array, jax.Array], jax.Array]
+
+
+class Videos(NamedTuple):
+    paths: list[Path]  # one per seed, in seed order; empty when the env cannot render
+    lengths: list[int]  # the recorded episodes' lengths (frames = length + 1)
+    returns: list[float]
+    warning: str | None  # why there are no videos
+
+
+def record_videos(env: Any, act: Act, agent_states: Any, seeds: list[int], run_dir: Path) -> Videos:
+    """One episode per seed of `act` under each seed's agent state (leading axis = seeds)."""
+    make_frames = _frame_source(env)
+    if isinstance(make_frames, str):
+        logger.warning(make_frames)
+        return Videos([], [], [], make_frames)
+    act = jax.jit(act)
+    out = Videos([], [], [], None)
+    for index, seed in enumerate(seeds):
+        state = jax.tree.map(lambda x, i=index: x[i], agent_states)
+        policy = lambda obs, key, state=state: act(state, obs, key)
+        path = Path(run_dir) / VIDEO_DIR / f"seed_{seed}.mp4"
+        frames, fps, totals = make_frames(policy, seed)
+        write_mp4(frames, path, fps)
+        out.paths.append(path)
+        out.lengths.append(totals["length"])
+        out.returns.append(totals["return"])
+    return out
+
+
+FrameSource = Callable[[Callable, int], tuple[Iterator[np.ndarray], int, dict[str, Any]]]
+
+
+def _frame_source(env: Any) -> FrameSource | str:
+    """How to draw this env's episodes, or the one-line reason it cannot be drawn."""
+    spec: EnvSpec = env.spec
+    make_render_env = getattr(env, "make_render_env", None)
+    if make_render_env is not None:
+        return lambda policy, seed: gymnasium_frames(make_render_env(), spec, policy, seed)
+    if spec.family == "jax" and isinstance(env, VectorEnv) and spec.name in TWIN_STATE:
+        return lambda policy, seed: jax_twin_frames(env, policy, seed)
+    if spec.family == "host":
+        env_id = gymnasium_id(spec.name)
+        if env_id is not None:
+            return lambda policy, seed: gymnasium_frames(
+                _make_gymnasium(env_id, spec.max_episode_steps), spec, policy, seed
+            )
+    return f"video=true, but {spec.name} ({spec.family} env) cannot render here: no video"
+
+
+def gymnasium_id(name: str) -> str | None:
+    """The Gymnasium id (with the module that registers it) of a host env name, if it has one."""
+    for prefix, module in HOST_PREFIXES.items():
+        if name.startswith(prefix):
+            gym_id = name.removeprefix("gym/")
+            return f"{module}:{gym_id}" if module else gym_id
+    return None
+
+
+def _make_gymnasium(env_id: str, max_episode_steps: int) -> Any:
+    import gymnasium
+
+    return gymnasium.make(env_id, render_mode="rgb_array", max_episode_steps=max_episode_steps)
+
+
+def _totals() -> dict[str, Any]:
+    return {"length": 0, "return": 0.0}
+
+
+def jax_twin_frames(
+    env: VectorEnv, policy: Callable, seed: int
+) -> tuple[Iterator[np.ndarray], int, dict[str, Any]]:
+    """Run one episode of the JAX env (its core, so the last state is not auto-reset away) and
+    draw each state with the Gymnasium twin."""
+    import gymnasium
+
+    # pygame draws offscreen: no display or sound card wanted (nor SDL's complaints about them).
+    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+    os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
+    spec = env.spec
+    twin = gymnasium.make(spec.name, render_mode="rgb_array")
+    twin.reset(seed=seed)
+    fields, attributes = TWIN_STATE[spec.name], TWIN_ATTRIBUTES.get(spec.name, ())
+    box_action = isinstance(spec.action_space, Box)
+
+    @jax.jit
+    def step(core_state: Any, obs: jax.Array, key: jax.Array) -> tuple[Any, jax.Array, Any, Any]:
+        act_key, step_key = jax.random.split(key)
+        action = policy(obs[None], act_key)[0]
+        if box_action:
+            action = jnp.clip(action, spec.action_space.low, spec.action_space.high)
+        core_state, obs, reward, terminated = env.core.step(step_key, core_state, action)
+        return core_state, obs, reward, terminated
+
+    def draw(core_state: Any) -> np.ndarray:
+        twin.unwrapped.state = np.array([float(getattr(core_state, f)) for f in fields])
+        for name in attributes:
+            setattr(twin.unwrapped, name, float(getattr(core_state, name)))
+        return twin.render()
+
+    totals = _totals()
+
+    def frames() -> Iterator[np.ndarray]:
+        key = make_key(seed)
+        core_state, obs = jax.jit(env.core.reset)(jax.random.fold_in(key, 0))
+        yield draw(core_state)
+        for t in range(spec.max_episode_steps):
+            core_state, obs, reward, terminated = step(
+                core_state, obs, jax.random.fold_in(key, t + 1)
+            )
+            totals["length"] += 1
+            totals["return"] += float(reward)
+            yield draw(core_state)
+            if bool(terminated):
+                break
+        twin.close()
+
+    return frames(), int(twin.metadata.get("render_fps") or DEFAULT_FPS), totals
+
+
+def gymnasium_frames(
+    gym_env: Any, spec: EnvSpec, policy: Callable, seed: int
+) -> tuple[Iterator[np.ndarray], int, dict[str, Any]]:
+    """One episode of a Gymnasium env made with render_mode='rgb_array'."""
+    obs_dtype = spec.observation_space.dtype
+    totals = _totals()
+
+    def to_env(action: np.ndarray) -> Any:
+        if isinstance(spec.action_space, Discrete):
+            return int(action)
+        space = spec.action_space
+        return np.clip(np.asarray(action, np.float32), space.low, space.high).reshape(space.shape)
+
+    def frames() -> Iterator[np.ndarray]:
+        key = make_key(seed)
+        obs, _ = gym_env.reset(seed=seed)
+        yield gym_env.render()
+        while True:
+            batch = jnp.asarray(np.asarray(obs, obs_dtype)[None])
+            action = np.asarray(policy(batch, jax.random.fold_in(key, totals["length"]))[0])
+            obs, reward, terminated, truncated, _ = gym_env.step(to_env(action))
+            totals["length"] += 1
+            totals["return"] += float(reward)
+            yield gym_env.render()
+            if terminated or truncated:
+                break
+        gym_env.close()
+
+    return frames(), int(gym_env.metadata.get("render_fps") or DEFAULT_FPS), totals
+
+
+def write_mp4(frames: Iterator[np.ndarray], path: Path, fps: int) -> int:
+    """Encode frames as H.264 mp4 as they come (no episode held in memory); returns the count."""
+    import imageio.v2 as imageio
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    count = 0
+    # macro_block_size=2: only odd sizes are padded (H.264's 4:2:0 needs even ones); imageio's
+    # default of 16 would rescale Gymnasium's 600 x 400 frames.
+    writer = imageio.get_writer(
+        path, format="FFMPEG", mode="I", fps=fps, codec="libx264", macro_block_size=2
+    )
+    with warnings.catch_warnings(), writer:
+        # JAX warns on every fork; ffmpeg's subprocess is a fork straight into exec, which is safe.
+        warnings.filterwarnings("ignore", "os.fork", RuntimeWarning)
+        for frame in frames:
+            writer.append_data(np.asarray(frame, np.uint8))
+            count += 1
+    return count
