@@ -252,9 +252,11 @@ def host_errors() -> Iterator[None]:
         yield
     except jax.errors.JaxRuntimeError as e:
         error, _REGISTRY.error = _REGISTRY.error, None
-        if error is None or "HostEnvError" not in str(e):
-            raise
-        raise error.with_traceback(None) from error.__cause__
+        if error is not None and "HostEnvError" in str(e):
+            raise error.with_traceback(None) from error.__cause__
+        if "KeyboardInterrupt" in str(e):  # a Ctrl-C that landed in a host call
+            raise KeyboardInterrupt from None
+        raise
 
 
 def _host_call(
@@ -319,6 +321,7 @@ class HostEnv:
     spec: EnvSpec
     make_pool: PoolFactory
     callback: str = "auto"
+    _owner: int = dataclasses.field(init=False, repr=False)  # names this env's pools
 
     def __post_init__(self) -> None:
         require(

@@ -204,7 +204,24 @@ def test_an_env_exception_surfaces_as_host_env_error_with_its_message():
     assert time.perf_counter() - t0 < 30
 
 
+class Interrupted(Exploding):
+    """As if Ctrl-C arrived while the env was stepping."""
+
+    def step(self, action):
+        raise KeyboardInterrupt
+
+
+@pytest.mark.timeout(60)
+def test_ctrl_c_during_a_host_call_leaves_as_keyboard_interrupt():
+    env = HostEnv(cartpole(1).spec, lambda n, seed: GymnasiumPool([Interrupted] * n, "sync"))
+    with pytest.raises(KeyboardInterrupt), host_errors():
+        jax.block_until_ready(
+            jax.jit(functools.partial(rollout, env))(make_key(0), np.zeros((2, 1), np.int32))
+        )
+
+
 @pytest.mark.timeout(120)
+@pytest.mark.filterwarnings("ignore::UserWarning")  # gymnasium logs the worker error
 def test_async_pool_worker_errors_and_deaths_surface_quickly():
     pools = []
 
@@ -286,6 +303,9 @@ def test_ppo_learns_gym_cartpole_through_the_loop_and_resumes(tmp_path):
     # A random policy averages ~22 on CartPole-v1.
     assert result.status == "completed"
     assert result.summary["final_eval_return"] >= 150, result.summary
+    # Every evaluation reset its pool again: one training pool and one evaluation pool in all.
+    owners = {result.trainer.env._owner, result.trainer.eval_env._owner}
+    assert sum(s.owner in owners for s in host._REGISTRY.slots.values()) == 2
     # Resume with a larger budget: the checkpoint's env state names pools of the first run, so
     # the resumed run must start fresh episodes on pools of its own.
     config = json.loads((tmp_path / "config.json").read_text())
