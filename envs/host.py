@@ -24,6 +24,11 @@ batched `Env` of DESIGN.md §3 that compiled training loops `lax.scan` over like
   message instead of XLA's runtime error (`jaxrl.loop` does).
 * Host env state cannot be checkpointed: a checkpoint holds the handle, and a resumed run starts
   fresh episodes (`jaxrl.loop` keeps the freshly reset env state).
+* A pool is seeded with `seed_from_key(key)`, a hash of the reset key's data (Gymnasium seeds its
+  env i with seed + i), so the same key gives the same episodes.
+* Limitation: a reset inside a multi-device `shard_map` is one site run by several devices, whose
+  pools would restart each other's (reported as stale handles). Learners keep host envs on one
+  device (`spec.vmappable` is False).
 """
 
 from __future__ import annotations
@@ -138,7 +143,6 @@ def _key_data(key: Key) -> Array:
 class _Slot:
     pool: HostPool
     owner: int  # the HostEnv that made it
-    name: str  # the env's name, for messages
     stepped: bool = False  # stepped since its last reset: the site's next reset may restart it
 
 
@@ -172,7 +176,7 @@ class _Registry:
                     slot.stepped = False
                 else:
                     slot = _Slot(
-                        self._call(name, "creating its pool", factory, num_envs, seed), owner, name
+                        self._call(name, "creating its pool", factory, num_envs, seed), owner
                     )
                 handle = next(self.handles)
                 self.slots[handle] = slot
