@@ -10,6 +10,7 @@ the solver's order does not depend on where bodies went in earlier episodes.
 
 from __future__ import annotations
 
+import os
 import weakref
 from pathlib import Path
 from typing import Any, ClassVar
@@ -45,7 +46,7 @@ class BulletEnv(gymnasium.Env[np.ndarray, Any]):
         self.render_mode = render_mode
         self.width, self.height = int(width), int(height)
         self.substeps = self.physics_hz // self.control_hz
-        self._p = BulletClient(connection_mode=pybullet.DIRECT)
+        self._p = QuietBulletClient()
         # Disconnect at garbage collection or interpreter exit, while pybullet is still loaded
         # (BulletClient's own __del__ fails if it runs during module teardown).
         self._finalizer = weakref.finalize(self, _disconnect, self._p)
@@ -87,6 +88,21 @@ class BulletEnv(gymnasium.Env[np.ndarray, Any]):
     def close(self) -> None:
         if getattr(self, "_finalizer", None) is not None:
             self._finalizer()
+
+
+class QuietBulletClient(BulletClient):
+    """A headless `BulletClient` that connects without printing.
+
+    `BulletClient` always passes `options=''` to `pybullet.connect`, and pybullet prints the parsed
+    option list (`argv[0]=`) whenever that argument is given at all, even empty: one line per env,
+    64 for a pool of 64. Connecting with no `options` argument prints nothing; the rest (binding
+    every pybullet function to this client, disconnecting) is `BulletClient`'s own.
+    """
+
+    def __init__(self) -> None:  # replaces BulletClient.__init__, setting the same attributes
+        self._shapes: dict[Any, Any] = {}
+        self._pid = os.getpid()
+        self._client = pybullet.connect(pybullet.DIRECT)
 
 
 def _disconnect(client: BulletClient) -> None:

@@ -84,6 +84,18 @@ def test_renders_a_frame_that_is_not_blank(env_id: str) -> None:
         assert quiet.render() is None  # no render_mode: no frame
 
 
+def test_making_envs_prints_nothing(capfd: pytest.CaptureFixture[str]) -> None:
+    """pybullet prints `argv[0]=` from C for a connect given `options`; a pool of 64 envs would
+    print 64 lines."""
+    capfd.readouterr()
+    made = [_make(env_id) for env_id in envs.bullet.IDS for _ in range(2)]
+    for env in made:
+        env.reset(seed=0)
+        env.close()
+    out, err = capfd.readouterr()
+    assert (out, err) == ("", "")
+
+
 def test_render_mode_is_checked() -> None:
     with pytest.raises(ValueError, match="rgb_array"):
         CartPoleBulletEnv(render_mode="human")
