@@ -35,7 +35,9 @@ REGISTRY: dict[str, AgentEntry] = {
         REINFORCEConfig, make_reinforce, ("episode_return",), takes_budget=True, num_envs=8
     ),
     # One env, as in the Zoo's CartPole setting the defaults come from.
-    "dqn": AgentEntry(DQNConfig, make_dqn, ("episode_return", "loss"), num_envs=1),
+    "dqn": AgentEntry(
+        DQNConfig, make_dqn, ("episode_return", "loss"), takes_budget=True, num_envs=1
+    ),
     # One env per seed, as in the papers and the Zoo's Pendulum settings.
     "td3": AgentEntry(TD3Config, make_td3, ("episode_return", "critic_loss")),
     "ddpg": AgentEntry(DDPGConfig, make_ddpg, ("episode_return", "critic_loss")),

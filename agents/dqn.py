@@ -57,6 +57,7 @@ LOSSES = ("huber", "mse")
 class DQNConfig(OffPolicyConfig):
     name: str = "dqn"
     learning_rate: float = 2.3e-3
+    anneal_lr: bool = False  # linearly to 0 over the updates the run's env-step budget allows
     adam_eps: float = 1e-8
     buffer_size: int = 100_000
     batch_size: int = 64
@@ -149,9 +150,19 @@ def td_loss(error: Array, kind: str) -> Array:
     return 0.5 * error**2
 
 
-def make_learner(cfg: DQNConfig, spec: EnvSpec) -> Learner:
+def num_updates(cfg: DQNConfig, num_envs: int, total_env_steps: float) -> int:
+    """Gradient updates in a run of `total_env_steps`: `gradient_steps` after every round of
+    `train_freq` batched steps that ends with at least max(learning_starts, batch_size) steps
+    taken (the driver's rule)."""
+    per_round = num_envs * cfg.train_freq
+    rounds = int(total_env_steps) // per_round
+    first = -(-max(cfg.learning_starts, cfg.batch_size) // per_round)  # first learning round
+    return max(rounds - first + 1, 0) * cfg.gradient_steps
+
+
+def make_learner(cfg: DQNConfig, spec: EnvSpec, total_env_steps: float = 0.0) -> Learner:
     """The DQN learner for `spec`; non-Discrete action spaces are refused here, before anything
-    is traced."""
+    is traced. `total_env_steps` (the run's budget) sets the learning-rate annealing horizon."""
     space = spec.action_space
     if not isinstance(space, Discrete):
         raise ConfigError(
@@ -162,9 +173,13 @@ def make_learner(cfg: DQNConfig, spec: EnvSpec) -> Learner:
     obs_space = spec.observation_space
     torso = resolve_torso(cfg.torso, obs_space.shape, cfg.name)
     net = QNetwork(space.n, torso, cfg.hidden_sizes, cfg.activation)
+    learning_rate: optax.ScalarOrSchedule = cfg.learning_rate
+    if cfg.anneal_lr:
+        horizon = max(num_updates(cfg, spec.num_envs, total_env_steps), 1)
+        learning_rate = optax.linear_schedule(cfg.learning_rate, 0.0, horizon)
     tx = optax.chain(
         optax.clip_by_global_norm(cfg.max_grad_norm) if cfg.max_grad_norm else optax.identity(),
-        optax.adam(cfg.learning_rate, eps=cfg.adam_eps),
+        optax.adam(learning_rate, eps=cfg.adam_eps),
     )
 
     def init(key: Key) -> DQNState:
@@ -220,5 +235,5 @@ def make_learner(cfg: DQNConfig, spec: EnvSpec) -> Learner:
     return Learner(init, explore, act, update, params=lambda state: state.params)
 
 
-def make_dqn(cfg: DQNConfig, env: Env) -> Agent:
-    return make_off_policy(cfg, env, make_learner(cfg, env.spec))
+def make_dqn(cfg: DQNConfig, env: Env, total_env_steps: float) -> Agent:
+    return make_off_policy(cfg, env, make_learner(cfg, env.spec, total_env_steps))

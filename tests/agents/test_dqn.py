@@ -14,7 +14,15 @@ import numpy as np
 import pytest
 
 import envs
-from agents.dqn import DQNConfig, epsilon, make_dqn, make_learner, td_loss, td_target
+from agents.dqn import (
+    DQNConfig,
+    epsilon,
+    make_dqn,
+    make_learner,
+    num_updates,
+    td_loss,
+    td_target,
+)
 from jaxrl.config import ConfigError, EnvConfig
 from jaxrl.prng import make_key
 from jaxrl.run import compose
@@ -194,7 +202,7 @@ def test_truncated_steps_are_stored_with_their_final_observation():
     observation."""
     env = envs.make(EnvConfig("CartPole-v1", max_episode_steps=5), num_envs=1)
     cfg = DQNConfig(iteration_steps=20, train_freq=4, learning_starts=1000, hidden_sizes=(8,))
-    agent = make_dqn(cfg, env)
+    agent = make_dqn(cfg, env, total_env_steps=20)
     state = agent.init(make_key(0))
     state, _, metrics = jax.jit(agent.train_step)(state, env.reset(make_key(1)), make_key(2))
     data = jax.tree.map(lambda x: np.asarray(x[:20]), state.buffer.data)
@@ -211,6 +219,33 @@ def test_truncated_steps_are_stored_with_their_final_observation():
     # Inside an episode the successor is the next stored obs; at a truncation it is not.
     np.testing.assert_array_equal(data.next_obs[:-1][~ends[:-1]], data.obs[1:][~ends[:-1]])
     assert (np.abs(data.next_obs[:-1][ends[:-1]] - data.obs[1:][ends[:-1]]).max(axis=1) > 0).all()
+
+
+def test_annealing_horizon_counts_the_updates_the_driver_makes():
+    """2 envs × train_freq 4 = 8 steps a round; learning starts at 20 steps, i.e. after round 3
+    (24 steps); 80 steps = 10 rounds, so rounds 3..10 learn: 8 rounds × 2 updates = 16, the
+    horizon over which the learning rate falls to 0."""
+    env = envs.make(EnvConfig("CartPole-v1"), num_envs=2)
+    cfg = DQNConfig(
+        iteration_steps=40,
+        train_freq=4,
+        gradient_steps=2,
+        learning_starts=20,
+        batch_size=8,
+        anneal_lr=True,
+        hidden_sizes=(8,),
+    )
+    assert num_updates(cfg, 2, 80) == 16
+    agent = make_dqn(cfg, env, total_env_steps=80)
+    step = jax.jit(agent.train_step)
+    state, env_state = agent.init(make_key(0)), env.reset(make_key(1))
+    for i in range(2):
+        state, env_state, _ = step(state, env_state, make_key(2 + i))
+    assert int(state.learner.updates) == 16
+    # Past the horizon the learning rate is 0: more updates leave the parameters as they are.
+    later, _, _ = step(state, env_state, make_key(9))
+    assert int(later.learner.updates) == 26
+    assert tree_equal(later.learner.params, state.learner.params)
 
 
 def test_cli_refuses_box_actions_before_compiling(tmp_path):
