@@ -134,6 +134,7 @@ class GymnasiumPool:
         _, self._obs = _observation(self.env.single_observation_space, name)
         _, self._act = _action(self.env.single_action_space, name)
         self._return = np.zeros(self.num_envs, np.float64)
+        self._actions: Any = None  # of the step begun by step_async
         self._length = np.zeros(self.num_envs, np.int64)
 
     def reset(self, seed: int) -> np.ndarray:
@@ -147,14 +148,23 @@ class GymnasiumPool:
         return self._obs(obs)
 
     def step(self, actions: np.ndarray) -> HostStep:
-        actions = self._act(actions)
+        self.step_async(actions)
+        return self.step_wait()
+
+    def step_async(self, actions: np.ndarray) -> None:
+        """Start a step: async workers begin at once, so the bridge overlaps several pools (one
+        per vmapped seed); a sync pool only takes the actions."""
+        self._actions = self._act(actions)
+        if self.mode == "async":
+            self._guard("step", self.env.step_async, self._actions)
+
+    def step_wait(self) -> HostStep:
+        """Finish the step `step_async` started."""
         if self.mode == "sync":
-            obs, reward, terminated, truncated, info = self._guard("step", self.env.step, actions)
+            result = self._guard("step", self.env.step, self._actions)
         else:
-            self._guard("step", self.env.step_async, actions)
-            obs, reward, terminated, truncated, info = self._guard(
-                "step", self.env.step_wait, timeout=self.timeout
-            )
+            result = self._guard("step", self.env.step_wait, timeout=self.timeout)
+        obs, reward, terminated, truncated, info = result
         obs = self._obs(obs)
         final_obs = obs.copy()
         ended = info.get("_final_obs")

@@ -186,31 +186,58 @@ class _Registry:
         return np.asarray(handles, np.int32), np.stack(obs)
 
     def step(self, owner: int, name: str, handles: np.ndarray, actions: np.ndarray) -> HostStep:
+        ids = handles.tolist()
         with self.lock:
-            if len(set(handles.tolist())) < len(handles):
+            if len(set(ids)) < len(ids):
                 raise self.fail(
                     HostEnvError(
                         f"{name}: one host env state is stepped twice in one call; each vmapped "
                         f"instance needs its own state (its own env.reset)"
                     )
                 )
-            steps = []
-            for handle, action in zip(handles.tolist(), actions, strict=True):
-                slot = self.slots.get(handle)
-                if slot is None or slot.owner != owner:
-                    raise self.fail(
-                        HostEnvError(
-                            f"{name}: env state handle {handle} names no live pool of this env: "
-                            f"it was closed, restarted by a later reset of the same env, belongs "
-                            f"to another env, or was restored from a checkpoint (host env state "
-                            f"cannot be saved; reset the env)"
-                        )
-                    )
-                steps.append(self._call(name, "step", slot.pool.step, action, handle=handle))
+            slots = [self._slot(owner, name, h) for h in ids]
+            if len(slots) > 1 and all(hasattr(s.pool, "step_async") for s in slots):
+                steps = self._overlapped(name, ids, slots, actions)
+            else:
+                steps = [
+                    self._call(name, "step", s.pool.step, a, handle=h)
+                    for h, s, a in zip(ids, slots, actions, strict=True)
+                ]
+            for slot in slots:
                 slot.stepped = True
         if len(steps) == 1:  # the usual case (one seed): views, no copies
             return HostStep(*(field[None] for field in steps[0]))
         return HostStep(*(np.stack(field) for field in zip(*steps, strict=True)))
+
+    def _slot(self, owner: int, name: str, handle: int) -> _Slot:
+        slot = self.slots.get(handle)
+        if slot is None or slot.owner != owner:
+            raise self.fail(
+                HostEnvError(
+                    f"{name}: env state handle {handle} names no live pool of this env: it was "
+                    f"closed, restarted by a later reset of the same env, belongs to another env, "
+                    f"or was restored from a checkpoint (host env state cannot be saved; reset "
+                    f"the env)"
+                )
+            )
+        return slot
+
+    def _overlapped(
+        self, name: str, handles: list[int], slots: list[_Slot], actions: np.ndarray
+    ) -> list[HostStep]:
+        """Step pools that can start a step and finish it later (async workers) all at once. A
+        failure closes every pool of the call: the others may be left mid-step."""
+        try:
+            for h, s, a in zip(handles, slots, actions, strict=True):
+                self._call(name, "step", s.pool.step_async, a, handle=h)
+            return [
+                self._call(name, "step", s.pool.step_wait, handle=h)
+                for h, s in zip(handles, slots, strict=True)
+            ]
+        except HostEnvError:
+            for h in handles:
+                self._discard(h)
+            raise
 
     def _call(self, name: str, what: str, fn: Callable, *args: Any, handle: int = 0) -> Any:
         """`fn(*args)`, any failure recorded and raised as a HostEnvError naming the env; the

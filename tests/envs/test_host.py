@@ -166,6 +166,19 @@ def test_a_site_reuses_its_pools_and_stale_handles_fail_clearly():
     assert not any(s.owner == env._owner for s in host._REGISTRY.slots.values())
 
 
+@pytest.mark.timeout(120)
+def test_async_pools_equal_sync_pools_and_overlap_vmapped_seeds():
+    keys = jnp.stack([make_key(s) for s in (4, 5)])
+    actions = np.random.default_rng(2).integers(0, 2, (2, 40, 2)).astype(np.int32)
+    results = {}
+    for mode in ("sync", "async"):
+        env = cartpole(2, pool=mode)
+        results[mode] = jax.jit(jax.vmap(functools.partial(rollout, env)))(keys, actions)
+        env.close()
+    jax.tree.map(np.testing.assert_array_equal, results["sync"], results["async"])
+    assert results["async"][1].info["episode_done"].sum() >= 4
+
+
 class Exploding(gymnasium.Env):
     """CartPole that raises on its third step."""
 
