@@ -230,11 +230,13 @@ def make_es(cfg: ESConfig, env: Env) -> Agent:
 
     def evaluate_pair(state: ESState, sigma: Array, noise_key: Key, env_key: Key, pair: Array):
         eps = pair_noise(noise_key, pair, num_params)
-        pair_env_key = jax.random.fold_in(env_key, pair)  # both signs see the same episodes
+        # Both signs see the same episodes. The key is given to each sign (not closed over) so
+        # that a host env builds one pool per member rather than sharing one.
+        pair_env_keys = jnp.broadcast_to(jax.random.fold_in(env_key, pair), (2,))
 
-        def member(sign: Array):
+        def member(sign: Array, member_env_key: Key):
             episodes = run_episodes(
-                member_env, policy(state.theta + sign * sigma * eps, state), pair_env_key
+                member_env, policy(state.theta + sign * sigma * eps, state), member_env_key
             )
             return (
                 episodes.returns.mean(),
@@ -243,7 +245,7 @@ def make_es(cfg: ESConfig, env: Env) -> Agent:
                 episodes.obs_stats,
             )
 
-        return jax.vmap(member)(jnp.array([1.0, -1.0], jnp.float32))
+        return jax.vmap(member)(jnp.array([1.0, -1.0], jnp.float32), pair_env_keys)
 
     def evaluate_local(state: ESState, sigma: Array, noise_key: Key, env_key: Key):
         """This device's pairs, `eval_chunk` at a time; returns (fitness [local, 2], ...)."""

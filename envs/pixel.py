@@ -133,6 +133,8 @@ class PixelCartPole(gym.Env):
         self.cartpole = gym.make("CartPole-v1", max_episode_steps=MAX_CARTPOLE_STEPS)
         self.frame_skip = frame_skip
         self.size = size
+        # The cap in agent steps, read by the host bridge (the id registers none: see above).
+        self.max_episode_steps = episode_steps(frame_skip)
         self.render_mode = render_mode
         self.action_space = self.cartpole.action_space
         self.observation_space = gym.spaces.Box(0, 255, (size, size), np.uint8)

@@ -266,6 +266,11 @@ def make_on_policy(
         """`num_steps` steps of every env; returns the env state, the steps and the running
         discounted returns."""
         vector_state, last_ts = env_state
+        if episodic and not spec.vmappable:
+            # A host pool cannot hold a finished env at its next start while the others run on,
+            # so every episodic iteration begins from fresh episodes (same-pool reset).
+            key, reset_key = jax.random.split(key)
+            vector_state, last_ts = env.reset(reset_key)
 
         def act_one(obs: Array, k: Key):
             dist, value = forward(state.params, state.obs_stats, obs)
@@ -300,7 +305,8 @@ def make_on_policy(
                 keep = lambda new, old: jnp.where(
                     alive.reshape(alive.shape + (1,) * (new.ndim - 1)), new, old
                 )
-                next_state = jax.tree.map(keep, next_state, vector_state)
+                if spec.vmappable:  # a host pool steps on: its episodes restart next iteration
+                    next_state = jax.tree.map(keep, next_state, vector_state)
                 next_ts = jax.tree.map(keep, next_ts, ts)
                 alive = alive & ~done
             return (next_state, next_ts, alive, discounted), step

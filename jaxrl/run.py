@@ -25,6 +25,7 @@ from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBase
 
 import agents
 import envs
+from envs.host import HostEnvError
 from jaxrl.config import ConfigError, EnvConfig, RunConfig
 
 EXIT_BAD_INPUT = 2
@@ -228,13 +229,18 @@ def _execute(run_cfg: RunConfig, run_dir: Path) -> int:
     result = train(run_cfg, run_dir)
     s = result.summary
     print(
-        f"{result.status}: {s['agent']} on {s['env']} | final eval return {s['final_eval_return']} "
-        f"(best {s['best_eval_return']}) | {s['env_steps']:,} env steps | compile "
+        f"{result.status}: {s['agent']} on {s['env']} | final eval return "
+        f"{_return(s['final_eval_return'])} (best {_return(s['best_eval_return'])}) | "
+        f"{s['env_steps']:,} env steps | compile "
         f"{s['compile_seconds']:.1f}s, run {s['run_seconds']:.1f}s, "
         f"{s['env_steps_per_second']:,.0f} steps/s | {result.run_dir}"
         + (f" | videos in {Path(s['videos'][0]).parent}" if s.get("videos") else "")
     )
     return {"completed": 0, "interrupted": EXIT_INTERRUPTED}.get(result.status, EXIT_FAILED)
+
+
+def _return(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.1f}"
 
 
 @hydra.main(config_path="conf", config_name="config", version_base="1.3")
@@ -244,6 +250,9 @@ def _hydra_main(cfg: DictConfig) -> None:
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         code = EXIT_BAD_INPUT
+    except HostEnvError as e:  # the env's own message; the last checkpoint is kept
+        print(f"error: {e}", file=sys.stderr)
+        code = EXIT_FAILED
     if code:
         sys.exit(code)
 

@@ -276,3 +276,19 @@ def test_resume_after_interrupt_gives_identical_parameters(tmp_path: Path) -> No
     assert resumed.summary["iterations"] == full.summary["iterations"]
     np.testing.assert_array_equal(resumed.carry.agent_state.theta, full.carry.agent_state.theta)
     assert float(jnp.abs(full.carry.agent_state.theta).sum()) > 0
+
+
+def test_es_solves_a_host_env(tmp_path) -> None:
+    """Members mapped onto host pools (one pool per member, both signs of a pair seeded alike):
+    pop 16 on gym/CartPole-v1 reached 500 within a 20k-step budget."""
+    result = jaxrl.train(
+        "agent=es",
+        "env=gym/CartPole-v1",
+        "agent.population_size=16",
+        "budget.env_steps=20000",
+        "log.progress=false",
+        "log.tensorboard=false",
+        run_dir=tmp_path,
+    )
+    assert result.status == "completed"
+    assert result.summary["final_eval_return"] >= 475, result.summary

@@ -55,3 +55,19 @@ def test_cli_refuses_squashing_discrete_actions(tmp_path):
     assert out.returncode == 2, out.stderr
     assert "squash_actions=true applies to Box action spaces" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_reinforce_learns_on_a_host_pool(tmp_path):
+    """The episodic path on a host env: a host pool cannot freeze finished envs, so each
+    iteration restarts its episodes. 30k steps of gym/CartPole-v1 (8 envs): 274 measured, a
+    random policy scores about 22."""
+    result = jaxrl.train(
+        "agent=reinforce",
+        "env=gym/CartPole-v1",
+        "budget.env_steps=30000",
+        "log.progress=false",
+        "log.tensorboard=false",
+        run_dir=tmp_path,
+    )
+    assert result.status == "completed"
+    assert result.summary["final_eval_return"] >= 150, result.summary
