@@ -25,10 +25,17 @@ from typing import NamedTuple
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
-import numpy as np
 import optax
 
-from agents.td3 import Critics, QNetwork, Torso, box_actions, critic_loss, td_target
+from agents.td3 import (
+    ActionScale,
+    Critics,
+    QNetwork,
+    Torso,
+    box_actions,
+    critic_loss,
+    td_target,
+)
 from jaxrl.config import require
 from jaxrl.distributions import TanhGaussian
 from jaxrl.env import Env
@@ -112,27 +119,53 @@ def alpha_loss(log_alpha: Array, log_prob: Array, target_entropy: float) -> Arra
     return -log_alpha * jnp.mean(jax.lax.stop_gradient(log_prob) + target_entropy)
 
 
+class SACNetworks(NamedTuple):
+    """SAC's modules and the maps from the actor's outputs to actions and log-densities."""
+
+    actor: GaussianActor
+    critics: Critics
+    scale: ActionScale
+
+    def policy(self, params: PyTree, obs: Array) -> TanhGaussian:
+        """π(·|s) over the normalised box [−1, 1]^|A|."""
+        mean, log_std = self.actor.apply(params, obs)
+        unit = jnp.ones(mean.shape[-1], jnp.float32)
+        return TanhGaussian(mean, log_std, -unit, unit)
+
+    def sample(self, params: PyTree, obs: Array, key: Key) -> tuple[Array, Array]:
+        """A normalised action ã ~ π(·|s) (reparameterised) and log π(ã|s)."""
+        dist = self.policy(params, obs)
+        raw = dist.sample(key)
+        return dist.env_action(raw), dist.log_prob(raw)
+
+
+def sac_networks(cfg: SACConfig, spec: EnvSpec) -> SACNetworks:
+    """The actor, twin critics and action scaling for `spec` (refusing non-Box action spaces)."""
+    scale = box_actions(spec, cfg.name)
+    actor = GaussianActor(spec.action_space.shape[0], cfg.hidden_sizes, cfg.activation)
+    return SACNetworks(actor, Critics(QNetwork(cfg.hidden_sizes, cfg.activation), 2), scale)
+
+
+def sac_target(
+    cfg: SACConfig, nets: SACNetworks, state: SACState, batch: Transition, key: Key
+) -> Array:
+    """The critics' regression target for a batch (with normalised actions), a' ~ π(·|s') drawn
+    with `key`, α of `state`."""
+    next_action, next_log_prob = nets.sample(state.actor_params, batch.next_obs, key)
+    next_q = nets.critics(state.target_critic_params, batch.next_obs, next_action)
+    alpha = jnp.exp(state.log_alpha)
+    return soft_target(batch.reward, batch.terminated, next_q, next_log_prob, alpha, cfg.gamma)
+
+
 def make_sac_learner(cfg: SACConfig, spec: EnvSpec) -> Learner:
     """SAC's learner for `spec` (a bounded flat Box, else ConfigError)."""
-    scale = box_actions(spec, cfg.name)
+    nets = sac_networks(cfg, spec)
+    actor, critics, scale = nets
     size = spec.action_space.shape[0]
-    actor = GaussianActor(size, cfg.hidden_sizes, cfg.activation)
-    critics = Critics(QNetwork(cfg.hidden_sizes, cfg.activation), 2)
     target_entropy = -float(size) if cfg.target_entropy is None else cfg.target_entropy
-    unit = np.ones(size, np.float32)
     actor_tx, critic_tx = optax.adam(cfg.actor_lr), optax.adam(cfg.critic_lr)
     alpha_tx = optax.adam(cfg.alpha_lr)
     obs0 = jnp.zeros(spec.observation_space.shape, jnp.float32)
-
-    def policy(params: PyTree, obs: Array) -> TanhGaussian:
-        mean, log_std = actor.apply(params, obs)
-        return TanhGaussian(mean, log_std, -unit, unit)
-
-    def sample(params: PyTree, obs: Array, key: Key) -> tuple[Array, Array]:
-        """A normalised action ã ~ π(·|s) (reparameterised) and log π(ã|s)."""
-        dist = policy(params, obs)
-        raw = dist.sample(key)
-        return dist.env_action(raw), dist.log_prob(raw)
 
     def init(key: Key) -> SACState:
         actor_key, critic_key = jax.random.split(key)
@@ -150,27 +183,22 @@ def make_sac_learner(cfg: SACConfig, spec: EnvSpec) -> Learner:
         )
 
     def explore(state: SACState, obs: Array, key: Key, env_steps: Array) -> Array:
-        return scale.to_env(sample(state.actor_params, obs, key)[0])
+        return scale.to_env(nets.sample(state.actor_params, obs, key)[0])
 
     def act(state: SACState, obs: Array, key: Key, deterministic: bool) -> Array:
         if deterministic:
-            dist = policy(state.actor_params, obs)
+            dist = nets.policy(state.actor_params, obs)
             return scale.to_env(dist.env_action(dist.mode()))
-        return explore(state, obs, key, jnp.zeros((), jnp.int32))
+        return scale.to_env(nets.sample(state.actor_params, obs, key)[0])
 
     def update(state: SACState, batch: Transition, key: Key) -> tuple[SACState, Metrics]:
         next_key, pi_key = jax.random.split(key)
-        action = scale.from_env(batch.action)
+        batch = batch._replace(action=scale.from_env(batch.action))
         alpha = jnp.exp(state.log_alpha)
-
-        next_action, next_log_prob = sample(state.actor_params, batch.next_obs, next_key)
-        next_q = critics(state.target_critic_params, batch.next_obs, next_action)
-        target = jax.lax.stop_gradient(
-            soft_target(batch.reward, batch.terminated, next_q, next_log_prob, alpha, cfg.gamma)
-        )
+        target = jax.lax.stop_gradient(sac_target(cfg, nets, state, batch, next_key))
 
         def loss_of_critics(params: PyTree) -> tuple[Array, Array]:
-            q = critics(params, batch.obs, action)
+            q = critics(params, batch.obs, batch.action)
             return critic_loss(q, target), q
 
         (q_loss, q), grads = jax.value_and_grad(loss_of_critics, has_aux=True)(state.critic_params)
@@ -178,10 +206,9 @@ def make_sac_learner(cfg: SACConfig, spec: EnvSpec) -> Learner:
         critic_params = optax.apply_updates(state.critic_params, updates)
 
         def loss_of_actor(params: PyTree) -> tuple[Array, Array]:
-            new_action, log_prob = sample(params, batch.obs, pi_key)
-            return actor_loss(alpha, log_prob, critics(critic_params, batch.obs, new_action)), (
-                log_prob
-            )
+            new_action, log_prob = nets.sample(params, batch.obs, pi_key)
+            q_new = critics(critic_params, batch.obs, new_action)
+            return actor_loss(alpha, log_prob, q_new), log_prob
 
         (pi_loss, log_prob), grads = jax.value_and_grad(loss_of_actor, has_aux=True)(
             state.actor_params
