@@ -71,6 +71,12 @@ def test_bad_config_is_a_config_error(overrides: dict, fragment: str):
     assert fragment in str(info.value)
 
 
+def test_buffer_smaller_than_a_generation_is_refused_before_compiling():
+    # CartPole: (10 members x 1 episode + 1) rows x 500 steps = 5500 staged steps.
+    with pytest.raises(ConfigError, match=r"max_episode_steps x envs = 500 x 11 = 5500"):
+        make_erl(ERLConfig(buffer_size=5000), make_env("CartPole-v1"))
+
+
 def test_argmax_view_of_a_discrete_env():
     inner = make_env("CartPole-v1", 2)
     env = ArgmaxActions(inner)
@@ -91,7 +97,7 @@ def test_collector_stores_exactly_each_rows_first_episode(env_id: str):
         policy = lambda obs, k: (obs[:, 2] > 0).astype(jnp.int32)  # falls after 26-56 steps
     else:
         policy = lambda obs, k: jnp.clip(-2.0 * obs[:, 2:3], -2.0, 2.0)
-    buffer = replay.init(example_transition(env), 2000)
+    buffer = replay.init(example_transition(env), 3200)  # >= 500 x 6 staged steps
     key = make_key(3)
     out = jax.jit(lambda b, k: collect_episodes(env, policy, b, k, env.spec.max_episode_steps))(
         buffer, key
