@@ -70,7 +70,6 @@ from agents.td3 import TD3Config, make_td3_learner
 from jaxrl import ga, replay
 from jaxrl.config import require
 from jaxrl.env import Env
-from jaxrl.networks import ACTIVATIONS
 from jaxrl.offpolicy import Learner, example_transition
 from jaxrl.replay import ReplayState
 from jaxrl.types import Agent, Array, Box, Discrete, Key, Metrics, PyTree, TimeStep, Transition
@@ -140,11 +139,7 @@ class ERLConfig:
             self.updates_per_step >= 0,
             f"agent.updates_per_step={self.updates_per_step} must be >= 0",
         )
-        require(
-            self.activation in ACTIVATIONS,
-            f"agent.activation='{self.activation}' is not one of: {', '.join(ACTIVATIONS)}",
-        )
-        self.learner_config()  # the learner's own checks (sizes, rates, τ ...)
+        self.learner_config()  # the learner's own checks (sizes, activation, rates, τ ...)
 
     @property
     def num_elites(self) -> int:
