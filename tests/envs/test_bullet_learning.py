@@ -37,11 +37,12 @@ def test_ppo_balances_the_bullet_cartpole_far_longer_than_a_random_policy(tmp_pa
     """PPO (PureJaxRL's CartPole settings, 4 envs x 128 steps) for 20,480 env steps.
 
     At ±50 N and 20 Hz one push changes the cart's speed by about 2.3 m/s, so random play drops
-    the pole in about 3 steps (measured: 3.1 over 20 episodes) and even a PD rule fails; the
-    500-step cap is out of reach on this budget. Measured final eval returns (8 episodes):
+    the pole in about 3 steps (measured: 3.1 over 20 episodes) and a PD rule drifts off the
+    track; the 500-step cap is out of reach on this budget. Measured final eval returns (8
+    episodes):
     seed 0: 104.2 against 2.75 for random play; seeds 1-4: 67.2, 78.5, 71.8, 62.8 (a 40,960-step
     run of seed 0 ends at 145.6). The threshold, 40 and 10x random, holds for all five with
-    margin. About 35 s (20 s of it compiling) on a busy 2-core machine.
+    margin. 41 s on a busy 2-core machine (load 6-9): 21 s compiling, 13 s training.
     """
     result = jaxrl.train(
         "agent=ppo",
@@ -71,8 +72,8 @@ def test_dqn_keeps_the_ball_on_the_plate_where_a_random_policy_drops_it(tmp_path
     `train_freq=64` keeps the Zoo's 256 env steps per round of 128 updates with 4 envs. Random
     play loses the ball in about 30 steps. Measured: every one of seeds 0-6 holds the ball for
     all 250 steps in all 8 eval episodes at 12,288 and 16,384 steps (3 x 20,480 steps: still 250);
-    random play scores 27.4 in the test's evaluation. About 42 s (14 s of it compiling) on a busy
-    2-core machine.
+    random play scores 27.4 in the test's evaluation. 46 s on a busy 2-core machine (load 6-9):
+    14 s compiling, 27 s training.
     """
     result = jaxrl.train(
         "agent=dqn",
