@@ -16,7 +16,9 @@ Reinforcement Learning", Algorithms 1-3, and the authors' code `core/mod_neuro_e
   and then, from one uniform draw u, super-mutated for u < 0.05 (w += N(0, (10|w|)^2): 100x the
   normal strength 0.1, the paper's "100 * mut_strength"), reset for 0.05 <= u < 0.10
   (w = N(0, 1)), else perturbed with w += N(0, (0.1|w|)^2); every mutated weight is clipped to
-  +-1e6 (the code's hard limit).
+  +-1e6 (the code's hard limit). The authors' code mutates less than the paper's text says: it
+  skips each matrix with probability 1/4 and mutates a random count below 10% of its entries;
+  this module follows the text (10% of every matrix of a mutated member, on average).
 
 All functions are pure and jit/vmap-able; the population's shape never changes.
 """

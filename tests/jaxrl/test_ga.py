@@ -10,7 +10,6 @@ import pytest
 from jaxrl import ga
 from jaxrl.prng import make_key
 
-
 # One compile for every test (the mutation probability is traced).
 NEXT_GENERATION = jax.jit(ga.next_generation, static_argnums=(3, 4))
 
