@@ -33,8 +33,10 @@ Nature CNN is chosen automatically)::
 Nature DQN itself: RMSProp lr 2.5e-4, batch 32, 1M transitions, 50k learning starts, one
 update every 4 steps, target refreshed every 10k updates, ε 1 → 0.1 over 1M frames. The Zoo's
 Atari DQN uses the lr / batch / buffer / starts above with its target every 1000 env steps, i.e.
-every 250 updates at `train_freq=4`. A buffer of 100k Atari transitions holds obs and next_obs
-separately: about 5.6 GB of uint8 frames per seed.
+every 250 updates at `train_freq=4`. A buffer of 100k Atari transitions holding obs and next_obs
+separately is 5.6 GB of uint8 frames per seed; `agent.compact_frames=true` stores next_obs as its
+newest frame only (`jaxrl.offpolicy.FRAME_STACK_LAYOUT`, exact at truncations and terminations
+too): 3.5 GB.
 """
 
 from __future__ import annotations
@@ -51,7 +53,14 @@ import optax
 from jaxrl.config import ConfigError, require
 from jaxrl.env import Env
 from jaxrl.networks import MLPTorso, NatureCNN, resolve_torso
-from jaxrl.offpolicy import Learner, OffPolicyConfig, make_off_policy, soft_update
+from jaxrl.offpolicy import (
+    FRAME_STACK_LAYOUT,
+    FULL_LAYOUT,
+    Learner,
+    OffPolicyConfig,
+    make_off_policy,
+    soft_update,
+)
 from jaxrl.types import Agent, Array, Discrete, EnvSpec, Key, Metrics, PyTree, Transition
 
 LOSSES = ("huber", "mse")
@@ -78,6 +87,8 @@ class DQNConfig(OffPolicyConfig):
     loss: str = "mse"  # huber (δ = 1) or mse (½ squared error)
     max_grad_norm: float = 10.0  # global-norm gradient clipping; 0 turns it off
     torso: str = "auto"  # auto: Nature CNN for [H, W, C] observations, MLP otherwise
+    # Frame-stacked images: store next_obs as its newest frame (jaxrl.offpolicy.FRAME_STACK_LAYOUT)
+    compact_frames: bool = False
     hidden_sizes: tuple[int, ...] = (128, 128)
 
     def __post_init__(self) -> None:
@@ -241,4 +252,14 @@ def make_learner(cfg: DQNConfig, spec: EnvSpec, total_env_steps: float) -> Learn
 
 
 def make_dqn(cfg: DQNConfig, env: Env, total_env_steps: float) -> Agent:
-    return make_off_policy(cfg, env, make_learner(cfg, env.spec, total_env_steps))
+    learner = make_learner(cfg, env.spec, total_env_steps)
+    layout = FULL_LAYOUT
+    if cfg.compact_frames:
+        shape = env.spec.observation_space.shape
+        require(
+            len(shape) == 3 and shape[-1] >= 2,
+            f"agent.compact_frames=true needs frame-stacked image observations [H, W, k >= 2]; "
+            f"env '{env.spec.name}' has shape {shape}",
+        )
+        layout = FRAME_STACK_LAYOUT
+    return make_off_policy(cfg, env, learner, layout)

@@ -89,6 +89,33 @@ class OffPolicyState(NamedTuple):
     env_steps: Array  # int32: env steps taken so far (all envs)
 
 
+class BufferLayout(NamedTuple):
+    """How transitions sit in the replay buffer: `encode` before `replay.add`, `decode` after
+    `replay.sample` (batched or not)."""
+
+    encode: Callable[[Transition], PyTree]
+    decode: Callable[[PyTree], Transition]
+
+
+FULL_LAYOUT = BufferLayout(encode=lambda t: t, decode=lambda t: t)
+
+
+def _shift_in_newest_frame(t: PyTree) -> Transition:
+    return t._replace(next_obs=jnp.concatenate([t.obs[..., 1:], t.next_obs], axis=-1))
+
+
+# Frame-stacked images [..., H, W, k] (oldest frame first): next_obs is stored as its newest
+# frame only and rebuilt as obs's last k − 1 frames followed by it, so a transition holds k + 1
+# frames instead of 2k (5/8 of the memory at k = 4). It is exact for every stored step,
+# truncated and terminated ones included: next_obs (final_obs where the episode ended) belongs to
+# obs's episode, so its stack is obs's shifted by one frame; the next episode's reset frames are
+# never needed. The env must stack that way (the Atari and pixel/ pools do;
+# tests/agents/test_dqn.py checks both).
+FRAME_STACK_LAYOUT = BufferLayout(
+    encode=lambda t: t._replace(next_obs=t.next_obs[..., -1:]), decode=_shift_in_newest_frame
+)
+
+
 def soft_update(target: PyTree, online: PyTree, tau: float) -> PyTree:
     """Polyak averaging: target ← τ·online + (1 − τ)·target (τ = 1 copies)."""
     return optax.incremental_update(online, target, tau)
@@ -118,8 +145,11 @@ def env_step_transitions(
     return (vector_state, next_ts), transition, next_ts.info
 
 
-def make_off_policy(cfg: OffPolicyConfig, env: Env, learner: Learner) -> Agent:
-    """An `Agent` that fills a replay buffer from `env`'s batch and trains `learner` from it."""
+def make_off_policy(
+    cfg: OffPolicyConfig, env: Env, learner: Learner, layout: BufferLayout = FULL_LAYOUT
+) -> Agent:
+    """An `Agent` that fills a replay buffer from `env`'s batch and trains `learner` from it;
+    `layout` says how transitions are stored."""
     num_envs = env.spec.num_envs
     steps_per_round = num_envs * cfg.train_freq
     require(
@@ -136,7 +166,7 @@ def make_off_policy(cfg: OffPolicyConfig, env: Env, learner: Learner) -> Agent:
     learn_after = max(cfg.learning_starts, cfg.batch_size)
 
     def init(key: Key) -> OffPolicyState:
-        buffer = replay.init(example_transition(env), cfg.buffer_size)
+        buffer = replay.init(layout.encode(example_transition(env)), cfg.buffer_size)
         return OffPolicyState(learner.init(key), buffer, jnp.zeros((), jnp.int32))
 
     def train_step(state: OffPolicyState, env_state: PyTree, key: Key):
@@ -155,7 +185,8 @@ def make_off_policy(cfg: OffPolicyConfig, env: Env, learner: Learner) -> Agent:
                 env, env_state, policy(state.learner, state.env_steps), step_key
             )
             state = state._replace(
-                buffer=replay.add(state.buffer, transition), env_steps=state.env_steps + num_envs
+                buffer=replay.add(state.buffer, layout.encode(transition)),
+                env_steps=state.env_steps + num_envs,
             )
             done = info["episode_done"]
             return (state, env_state), (
@@ -166,7 +197,7 @@ def make_off_policy(cfg: OffPolicyConfig, env: Env, learner: Learner) -> Agent:
         def learn(learner_state: PyTree, buffer: ReplayState, round_key: Key):
             def one_update(ls, k):
                 sample_key, update_key = jax.random.split(k)
-                batch = replay.sample(buffer, sample_key, cfg.batch_size)
+                batch = layout.decode(replay.sample(buffer, sample_key, cfg.batch_size))
                 return learner.update(ls, batch, update_key)
 
             keys = jax.random.split(round_key, cfg.gradient_steps)
