@@ -30,6 +30,7 @@ from agents.dqn import (
 )
 from envs.host import HostEnvConfig
 from jaxrl.config import ConfigError, EnvConfig
+from jaxrl.env import random_actions
 from jaxrl.networks import conv_valid
 from jaxrl.prng import make_key
 from jaxrl.run import compose
@@ -456,3 +457,19 @@ def test_nature_cnn_conv_gradients_match_xla(size: int, kernel: int, stride: int
     xla = jax.grad(loss(reference), (0, 1))(x, w)
     for a, b in zip(ours, xla, strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4 * float(jnp.abs(b).max()))
+
+
+def test_pixel_cartpole_frames_shift_as_the_compact_layout_needs():
+    """pixel/CartPole-v1 under random actions (episodes of a few agent steps): every step's
+    final_obs is its obs shifted by one frame, at episode ends too, so `compact_frames=true`
+    stores it exactly."""
+    env = envs.make(HostEnvConfig(id="pixel/CartPole-v1"), num_envs=4)
+    step = jax.jit(env.step)
+    state, ts = env.reset(make_key(0))
+    ends = 0
+    for i in range(60):
+        obs = np.asarray(ts.obs)
+        state, ts = step(state, random_actions(env.spec, make_key(100 + i)), make_key(i))
+        np.testing.assert_array_equal(np.asarray(ts.final_obs)[..., :-1], obs[..., 1:])
+        ends += int(np.sum(ts.terminated | ts.truncated))
+    assert ends >= 10
