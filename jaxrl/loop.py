@@ -62,7 +62,12 @@ class Trainer:
         # same 2-thread XLA pool whose workers are running it, which deadlocks at 0% CPU when two
         # such QRs run at once (seen with 2+ seeds on a 2-core machine).
         self.init = jax.jit(lambda keys: jax.lax.map(self._init, keys))
-        self.chunk = jax.jit(jax.vmap(self._chunk))
+        # One seed runs unbatched: under vmap every `lax.cond` (learning starts, delayed actor
+        # updates) becomes a select that computes both branches.
+        if self.cfg.num_seeds == 1:
+            self.chunk = jax.jit(lambda carry: _add_seed_axis(self._chunk(_drop_seed_axis(carry))))
+        else:
+            self.chunk = jax.jit(jax.vmap(self._chunk))
 
     def seed_keys(self) -> Array:
         return jnp.stack([make_key(s) for s in self.cfg.seeds])
@@ -92,6 +97,14 @@ class Trainer:
         """Returns of `eval.episodes` deterministic episodes, one per env, run in parallel."""
         policy = lambda obs, k: self.agent.act(agent_state, obs, k, True)
         return run_episodes(self.eval_env, policy, key).returns
+
+
+def _drop_seed_axis(tree: Any) -> Any:
+    return jax.tree.map(lambda x: x[0], tree)
+
+
+def _add_seed_axis(tree: Any) -> Any:
+    return jax.tree.map(lambda x: x[None], tree)
 
 
 @dataclass
