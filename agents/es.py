@@ -232,7 +232,8 @@ def make_es(cfg: ESConfig, env: Env) -> Agent:
         eps = pair_noise(noise_key, pair, num_params)
         # Both signs see the same episodes. The key is given to each sign (not closed over) so
         # that a host env builds one pool per member rather than sharing one.
-        pair_env_keys = jnp.broadcast_to(jax.random.fold_in(env_key, pair), (2,))
+        pair_env_key = jax.random.fold_in(env_key, pair)
+        pair_env_keys = jnp.stack([pair_env_key, pair_env_key])  # raw or typed keys alike
 
         def member(sign: Array, member_env_key: Key):
             episodes = run_episodes(
