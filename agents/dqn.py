@@ -117,7 +117,7 @@ class QNetwork(nn.Module):
 
     num_actions: int
     torso: str = "mlp"  # "mlp" or "nature_cnn" (resolved by `resolve_torso`)
-    hidden_sizes: Sequence[int] = (256, 256)
+    hidden_sizes: Sequence[int] = (128, 128)  # MLP torso only
     activation: str = "relu"
 
     @nn.compact
@@ -253,6 +253,8 @@ def make_learner(cfg: DQNConfig, spec: EnvSpec, total_env_steps: float) -> Learn
 
 
 def make_dqn(cfg: DQNConfig, env: Env, total_env_steps: float) -> Agent:
+    """DQN on `env` through the off-policy driver; `total_env_steps` is the run's budget (the
+    learning-rate annealing horizon)."""
     learner = make_learner(cfg, env.spec, total_env_steps)
     layout = FULL_LAYOUT
     if cfg.compact_frames:
