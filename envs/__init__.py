@@ -8,7 +8,6 @@ pools start worker processes that import it without JAX.
 
 from __future__ import annotations
 
-import difflib
 import functools
 from typing import TYPE_CHECKING
 
@@ -66,15 +65,9 @@ def check_id(env_id: str) -> None:
         return
     namespace = _host_namespace(env_id)
     if namespace == "ALE":
-        from envs.atari import atari_games
+        from envs.atari import rom
 
-        games = atari_games()
-        if not games:
-            raise ConfigError(f"env '{env_id}' needs ale-py: pip install -e \".[atari]\"")
-        if env_id not in games:
-            close = difflib.get_close_matches(env_id, games, n=3)
-            hint = f"; did you mean {', '.join(close)}?" if close else ""
-            raise ConfigError(f"unknown env '{env_id}': not an Atari game of ale_py{hint}")
+        rom(env_id)  # ConfigError with close matches unless it is a game
         return
     if namespace is not None:
         from envs.gym_pool import check_gymnasium_id

@@ -130,7 +130,8 @@ def atari_games() -> dict[str, str]:
     }
 
 
-def _rom(env_id: str) -> str:
+def rom(env_id: str) -> str:
+    """The ROM name of an `ALE/<Game>-v5` id; ConfigError (with close matches) otherwise."""
     games = atari_games()
     if not games:
         raise ConfigError(f"env '{env_id}' needs ale-py: pip install 'jaxrl[atari]'")
@@ -150,7 +151,7 @@ def vector_env(cfg: AtariConfig, num_envs: int) -> Any:
     from ale_py.vector_env import AtariVectorEnv
 
     return AtariVectorEnv(
-        _rom(cfg.id),
+        rom(cfg.id),
         num_envs,
         num_threads=cfg.threads,
         max_num_frames_per_episode=_ALE_FRAME_CAP,
@@ -183,7 +184,7 @@ def _minimal_action_count(rom: str) -> int:
 
 def num_actions(cfg: AtariConfig) -> int:
     """The size of the game's action set (minimal, or all 18) without starting a pool."""
-    return 18 if cfg.full_action_space else _minimal_action_count(_rom(cfg.id))
+    return 18 if cfg.full_action_space else _minimal_action_count(rom(cfg.id))
 
 
 def atari_spec(cfg: AtariConfig, num_envs: int) -> EnvSpec:
