@@ -25,7 +25,7 @@ import optax
 from jaxrl import replay
 from jaxrl.config import require
 from jaxrl.env import Env, random_actions
-from jaxrl.networks import ACTIVATIONS
+from jaxrl.networks import check_mlp
 from jaxrl.replay import ReplayState
 from jaxrl.types import Agent, Array, Key, Metrics, PyTree, Transition
 
@@ -60,14 +60,7 @@ class OffPolicyConfig:
             self.iteration_steps >= 1, f"agent.iteration_steps={self.iteration_steps} must be >= 1"
         )
         require(0 <= self.gamma <= 1, f"agent.gamma={self.gamma} must be in [0, 1]")
-        require(
-            len(self.hidden_sizes) >= 1 and all(h >= 1 for h in self.hidden_sizes),
-            f"agent.hidden_sizes={list(self.hidden_sizes)} must be one or more positive sizes",
-        )
-        require(
-            self.activation in ACTIVATIONS,
-            f"agent.activation='{self.activation}' is not one of: {', '.join(ACTIVATIONS)}",
-        )
+        check_mlp(self.hidden_sizes, self.activation)
 
 
 class Learner(NamedTuple):

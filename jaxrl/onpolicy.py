@@ -28,7 +28,7 @@ from jaxrl import normalize, parallel
 from jaxrl.config import require
 from jaxrl.distributions import Distribution
 from jaxrl.env import Env
-from jaxrl.networks import ACTIVATIONS, ActorCritic, action_head, resolve_torso
+from jaxrl.networks import ActorCritic, action_head, check_mlp, resolve_torso
 from jaxrl.normalize import RunningStats
 from jaxrl.types import Agent, Array, Key, PyTree, Transition
 
@@ -68,14 +68,7 @@ class OnPolicyConfig:
         require(0 <= self.gamma <= 1, f"agent.gamma={self.gamma} must be in [0, 1]")
         require(self.vf_coef >= 0, f"agent.vf_coef={self.vf_coef} must be >= 0")
         require(self.ent_coef >= 0, f"agent.ent_coef={self.ent_coef} must be >= 0")
-        require(
-            len(self.hidden_sizes) >= 1 and all(h >= 1 for h in self.hidden_sizes),
-            f"agent.hidden_sizes={list(self.hidden_sizes)} must be one or more positive sizes",
-        )
-        require(
-            self.activation in ACTIVATIONS,
-            f"agent.activation='{self.activation}' is not one of: {', '.join(ACTIVATIONS)}",
-        )
+        check_mlp(self.hidden_sizes, self.activation)
         require(self.obs_clip > 0, f"agent.obs_clip={self.obs_clip} must be > 0")
         require(self.reward_clip > 0, f"agent.reward_clip={self.reward_clip} must be > 0")
 
