@@ -24,18 +24,14 @@ import envs
 from jaxrl.config import EnvConfig
 from jaxrl.env import VectorEnv, VectorState
 from jaxrl.types import Box, Discrete, TimeStep
+from jaxrl.video import TWIN_STATE
 
 ATOL = 1e-5  # float32 (ours) vs float64 (Gymnasium) after one step from identical states
 RTOL = 1e-5
 
-# The fields of each gymnax core state that hold Gymnasium's `env.unwrapped.state`, in order.
-STATE_FIELDS: dict[str, tuple[str, ...]] = {
-    "CartPole-v1": ("x", "x_dot", "theta", "theta_dot"),
-    "Pendulum-v1": ("theta", "theta_dot"),
-    "Acrobot-v1": ("joint_angle1", "joint_angle2", "velocity_1", "velocity_2"),
-    "MountainCar-v0": ("position", "velocity"),
-    "MountainCarContinuous-v0": ("position", "velocity"),
-}
+# The fields of each gymnax core state that hold Gymnasium's `env.unwrapped.state`, in order:
+# the mapping videos draw through, so these parity tests check it too.
+STATE_FIELDS = TWIN_STATE
 
 Policy = Callable[[np.ndarray, np.random.Generator], Any]  # (Gymnasium obs, rng) -> action
 
