@@ -198,8 +198,8 @@ def make_es(cfg: ESConfig, env: Env) -> Agent:
     n_pairs = cfg.population_size // 2
     member_env = env.with_num_envs(cfg.episodes_per_member)
 
-    mesh = parallel.mesh_for(n_pairs, AXIS)
-    local_pairs = n_pairs // mesh.devices.size
+    axis = parallel.DataAxis(parallel.mesh_for(n_pairs, AXIS), AXIS)
+    local_pairs = n_pairs // axis.size
     # Evaluation holds ε plus two perturbed copies per pair; the gradient one ε per pair.
     eval_bytes = cfg.eval_chunk_megabytes * 2**20
     eval_chunk = largest_divisor_at_most(local_pairs, int(eval_bytes // (3 * 4 * num_params)))
@@ -250,7 +250,7 @@ def make_es(cfg: ESConfig, env: Env) -> Agent:
 
     def evaluate_local(state: ESState, sigma: Array, noise_key: Key, env_key: Key):
         """This device's pairs, `eval_chunk` at a time; returns (fitness [local, 2], ...)."""
-        first = jax.lax.axis_index(AXIS) * local_pairs
+        first = axis.index() * local_pairs
         chunks = (first + jnp.arange(local_pairs)).reshape(-1, eval_chunk)
 
         def chunk_fn(pairs: Array):
@@ -274,10 +274,10 @@ def make_es(cfg: ESConfig, env: Env) -> Agent:
         sigma = sigma_at(cfg, state.generation)
         fitness, counted, computed, stats = evaluate_local(state, sigma, noise_key, env_key)
         # Only scalars (and obs statistics, a few floats) leave the device.
-        fitness = jax.lax.all_gather(fitness, AXIS, tiled=True)
-        counted = jax.lax.psum(counted, AXIS)
-        computed = jax.lax.psum(computed, AXIS)
-        stats = normalize.merge(jax.tree.map(lambda x: jax.lax.all_gather(x, AXIS), stats))
+        fitness = axis.all_gather(fitness, tiled=True)
+        counted = axis.psum(counted)
+        computed = axis.psum(computed)
+        stats = normalize.merge(axis.all_gather(stats))
 
         g = es_gradient(fitness, noise_key, sigma, cfg.fitness_shaping, num_params, grad_chunk)
         updates, opt_state = tx.update(-g, state.opt_state, state.theta)
@@ -300,11 +300,9 @@ def make_es(cfg: ESConfig, env: Env) -> Agent:
         }
         return new_state, metrics
 
-    # check_vma=False: episode loops start from replicated zeros and become per-device inside the
-    # while_loop; every output is computed from all-gathered values, so it is replicated.
-    sharded_generation = jax.shard_map(
-        generation, mesh=mesh, in_specs=(P(), P()), out_specs=(P(), P()), check_vma=False
-    )
+    # Episode loops start from replicated zeros and become per-device inside the while_loop;
+    # every output is computed from all-gathered values, so it is replicated.
+    sharded_generation = axis.shard_map(generation, in_specs=(P(), P()), out_specs=(P(), P()))
 
     def init(key: Key) -> ESState:
         param_key, ref_key = jax.random.split(key)

@@ -29,8 +29,9 @@ class Categorical(NamedTuple):
         return jax.random.categorical(key, self.logits).astype(jnp.int32)
 
     def log_prob(self, raw: Array) -> Array:
+        # A one-hot product rather than a gather: its gradient is elementwise, not a scatter.
         log_p = jax.nn.log_softmax(self.logits)
-        return jnp.take_along_axis(log_p, raw[..., None].astype(jnp.int32), axis=-1)[..., 0]
+        return jnp.sum(log_p * jax.nn.one_hot(raw, self.logits.shape[-1], dtype=log_p.dtype), -1)
 
     def entropy(self) -> Array:
         log_p = jax.nn.log_softmax(self.logits)

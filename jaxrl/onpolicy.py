@@ -22,6 +22,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import optax
+from jax.flatten_util import ravel_pytree
 from jax.sharding import PartitionSpec as P
 
 from jaxrl import normalize, parallel
@@ -115,7 +116,7 @@ class Algorithm(NamedTuple):
 
 class OnPolicyState(NamedTuple):
     params: PyTree
-    opt_state: optax.OptState
+    opt_state: optax.OptState  # of the flattened parameter vector (see `make_on_policy`)
     obs_stats: RunningStats
     return_stats: RunningStats  # of the discounted return, for reward scaling
     discounted_return: Array  # float32[num_envs], running per env; sharded with the env batch
@@ -129,7 +130,7 @@ class Rollout(NamedTuple):
     raw_action: Array
     log_prob: Array
     value: Array
-    valid: Array  # bool: the step counted (False once an env's episode ended, episodic mode)
+    valid: Array | None  # bool: the step counted; None outside episodic mode, where all do
     discounted_return: Array  # the running discounted return after each step
     episode_return: Array  # of the episode that ended at the step; used where `episode_done`
     episode_done: Array
@@ -176,21 +177,33 @@ def shuffled_minibatches(tree: PyTree, key: Key, num_minibatches: int) -> PyTree
     )
 
 
-def masked_stats(x: Array, valid: Array) -> RunningStats:
-    """Welford statistics of the valid entries of x ([*batch, *features], valid [*batch]),
-    merged over the device axis."""
-    w = valid.reshape(valid.shape + (1,) * (x.ndim - valid.ndim)).astype(jnp.float32)
-    axes = tuple(range(valid.ndim))
-    count = valid.sum().astype(jnp.float32)
-    mean = (w * x).sum(axes) / jnp.maximum(count, 1.0)
-    m2 = (w * (x - mean) ** 2).sum(axes)
+def masked_stats(
+    axis: parallel.DataAxis, x: Array, valid: Array | None, batch_ndim: int
+) -> RunningStats:
+    """Welford statistics of the valid entries of x ([*batch, *features], valid [*batch] or None
+    for all), merged over the device axis."""
+    axes = tuple(range(batch_ndim))
+    if valid is None:
+        count = jnp.asarray(x.size // max(1, x[(0,) * batch_ndim].size), jnp.float32)
+        mean = x.mean(axes)
+        m2 = ((x - mean) ** 2).sum(axes)
+    else:
+        w = valid.reshape(valid.shape + (1,) * (x.ndim - valid.ndim)).astype(jnp.float32)
+        count = valid.sum().astype(jnp.float32)
+        mean = (w * x).sum(axes) / jnp.maximum(count, 1.0)
+        m2 = (w * (x - mean) ** 2).sum(axes)
     local = RunningStats(count, mean, m2)
-    return normalize.merge(jax.tree.map(lambda a: jax.lax.all_gather(a, AXIS), local))
+    if axis.size == 1:
+        return local
+    return normalize.merge(axis.all_gather(local))
 
 
-def global_mean(x: Array, valid: Array) -> Array:
+def global_mean(axis: parallel.DataAxis, x: Array, valid: Array | None) -> Array:
+    """Mean over the valid entries of x on all devices (every entry where `valid` is None)."""
+    if valid is None:
+        return axis.psum(x.sum()) / axis.psum(x.size)
     w = valid.astype(jnp.float32)
-    return jax.lax.psum((w * x).sum(), AXIS) / jnp.maximum(jax.lax.psum(w.sum(), AXIS), 1.0)
+    return axis.psum((w * x).sum()) / jnp.maximum(axis.psum(w.sum()), 1.0)
 
 
 def make_on_policy(
@@ -222,26 +235,34 @@ def make_on_policy(
         f"{algorithm.minibatches} minibatches must divide the rollout length {num_steps}",
     )
     # Host envs are one handle for the whole pool: no per-env steps, no sharding.
-    mesh = parallel.data_mesh(num_envs if spec.vmappable else 1, AXIS)
-    local_envs = num_envs // mesh.devices.size
+    axis = parallel.DataAxis(parallel.data_mesh(num_envs if spec.vmappable else 1, AXIS), AXIS)
+    local_envs = num_envs // axis.size
     single_env = env.with_num_envs(1) if spec.vmappable else env
 
+    # The optimiser works on the parameters as one flat vector: clipping and Adam are then a few
+    # fused ops instead of a few per weight array, which is most of a small network's update on
+    # CPU, where every op costs a dispatch.
     tx = optax.chain(
         optax.clip_by_global_norm(cfg.max_grad_norm) if cfg.max_grad_norm else optax.identity(),
         optax.scale_by_adam(eps=cfg.adam_eps),
     )
 
-    def forward(params: PyTree, obs_stats: RunningStats, obs: Array) -> tuple[Distribution, Array]:
-        """The policy and value of one observation."""
-        if normalize_obs:
-            obs = normalize.normalize(obs_stats, obs, cfg.obs_clip)
+    def model(params: PyTree, obs: Array) -> tuple[Distribution, Array]:
+        """The policy and value of one observation that is already normalised."""
         outputs, value = net.apply(params, obs)
         return head.distribution(outputs), value
+
+    def normalized(obs_stats: RunningStats, obs: Array) -> Array:
+        return normalize.normalize(obs_stats, obs, cfg.obs_clip) if normalize_obs else obs
+
+    def forward(params: PyTree, obs_stats: RunningStats, obs: Array) -> tuple[Distribution, Array]:
+        """The policy and value of one raw observation."""
+        return model(params, normalized(obs_stats, obs))
 
     def local_keys(key: Key, *shape: int) -> Array:
         """This device's slice of keys [num_envs, *shape] for the whole batch: every env draws
         from the same global split whatever the device count."""
-        first = jax.lax.axis_index(AXIS) * local_envs
+        first = axis.index() * local_envs
         keys = jax.random.split(key, (num_envs, *shape))
         return jax.lax.dynamic_slice_in_dim(keys, first, local_envs)
 
@@ -288,10 +309,10 @@ def make_on_policy(
                 raw,
                 log_prob,
                 value,
-                alive,
+                alive if episodic else None,
                 discounted,
                 next_ts.info["episode_return"],
-                next_ts.info["episode_done"] & alive,
+                next_ts.info["episode_done"] & alive if episodic else next_ts.info["episode_done"],
             )
             discounted = jnp.where(done, 0.0, discounted)
             if episodic:  # an env whose episode ended waits at its next start
@@ -334,43 +355,60 @@ def make_on_policy(
             reward, values, next_values, t.terminated, t.truncated, cfg.gamma, algorithm.gae_lambda
         )
         if algorithm.mean_baseline:
-            advantages = advantages - global_mean(advantages, ro.valid)
-        return Sample(t.obs, ro.raw_action, ro.log_prob, values, advantages, targets)
+            advantages = advantages - global_mean(axis, advantages, ro.valid)
+        # Normalised once here rather than in every minibatch of every epoch: the statistics are
+        # those the rollout acted with and do not change during the update.
+        obs = normalized(state.obs_stats, t.obs)
+        return Sample(obs, ro.raw_action, ro.log_prob, values, advantages, targets)
 
-    def minibatch_loss(params, obs_stats, batch: Sample, valid: Array, count: Array):
-        dist_value = jax.vmap(lambda o: forward(params, obs_stats, o))
-        dist, value = dist_value(batch.obs)
+    def minibatch_loss(params, batch: Sample, valid: Array | None, count: Array):
+        """The minibatch's share of the global mean loss, and its metrics' shares packed in one
+        vector (one reduction instead of one per metric)."""
+        dist, value = jax.vmap(lambda o: model(params, o))(batch.obs)
         per_sample, metrics = jax.vmap(algorithm.loss)(dist, value, batch)
-        w = valid.astype(jnp.float32)
-        local_mean = lambda x: (w * x).sum() / count  # summed over devices: the global mean
-        return local_mean(per_sample), jax.tree.map(local_mean, metrics)
+        packed = jax.lax.stop_gradient(jnp.stack([metrics[k] for k in sorted(metrics)], axis=-1))
+        if valid is not None:
+            w = valid.astype(jnp.float32)
+            per_sample, packed = w * per_sample, w[:, None] * packed
+        return per_sample.sum() / count, packed.sum(0) / count
 
-    def update(state: OnPolicyState, samples: Sample, valid: Array, key: Key, lr: Array):
+    def update(state: OnPolicyState, samples: Sample, valid: Array | None, key: Key, lr: Array):
         def minibatch_step(carry, minibatch):
             params, opt_state = carry
             batch, mb_valid = jax.tree.map(lambda x: x.reshape(-1, *x.shape[2:]), minibatch)
             if cfg.normalize_advantages:
-                mean = global_mean(batch.advantage, mb_valid)
-                std = jnp.sqrt(global_mean((batch.advantage - mean) ** 2, mb_valid))
+                mean = global_mean(axis, batch.advantage, mb_valid)
+                std = jnp.sqrt(global_mean(axis, (batch.advantage - mean) ** 2, mb_valid))
                 batch = batch._replace(advantage=(batch.advantage - mean) / (std + STD_EPS))
-            count = jnp.maximum(jax.lax.psum(mb_valid.sum().astype(jnp.float32), AXIS), 1.0)
-            (loss, metrics), grads = jax.value_and_grad(minibatch_loss, has_aux=True)(
-                params, state.obs_stats, batch, mb_valid, count
+            if mb_valid is None:
+                count = axis.psum(float(batch.advantage.shape[0]))
+            else:
+                count = jnp.maximum(axis.psum(mb_valid.sum().astype(jnp.float32)), 1.0)
+            (loss, packed), grads = jax.value_and_grad(minibatch_loss, has_aux=True)(
+                params, batch, mb_valid, count
             )
-            grads, loss, metrics = jax.lax.psum((grads, loss, metrics), AXIS)
-            updates, opt_state = tx.update(grads, opt_state, params)
-            params = optax.apply_updates(params, jax.tree.map(lambda u: -lr * u, updates))
-            metrics = {**metrics, "loss": loss, "grad_norm": optax.tree.norm(grads)}
-            return (params, opt_state), metrics
+            flat_grads, unravel = ravel_pytree(grads)
+            flat_grads, loss, packed = axis.psum((flat_grads, loss, packed))
+            updates, opt_state = tx.update(flat_grads, opt_state)
+            params = jax.tree.map(lambda p, u: p - lr * u, params, unravel(updates))
+            grad_norm = optax.tree.norm(flat_grads)
+            return (params, opt_state), jnp.concatenate([packed, jnp.stack([loss, grad_norm])])
 
         def epoch(carry, epoch_key):
             minibatches = shuffled_minibatches((samples, valid), epoch_key, algorithm.minibatches)
             return jax.lax.scan(minibatch_step, carry, minibatches)
 
-        (params, opt_state), metrics = jax.lax.scan(
+        # The loss's metric names, in the order `minibatch_loss` packs them.
+        one = jax.tree.map(lambda x: x[0, 0], samples)
+        metric_names = sorted(
+            jax.eval_shape(lambda p, b: algorithm.loss(*model(p, b.obs), b)[1], state.params, one)
+        )
+        (params, opt_state), packed = jax.lax.scan(
             epoch, (state.params, state.opt_state), jax.random.split(key, algorithm.epochs)
         )
-        return params, opt_state, jax.tree.map(jnp.mean, metrics)
+        means = packed.mean((0, 1))
+        metrics = dict(zip([*metric_names, "loss", "grad_norm"], means, strict=True))
+        return params, opt_state, metrics
 
     def iteration(state: OnPolicyState, env_state: PyTree, key: Key):
         rollout_key, update_key = jax.random.split(key)
@@ -378,17 +416,20 @@ def make_on_policy(
         return_stats = state.return_stats
         if cfg.return_normalization:
             return_stats = normalize.combine(
-                return_stats, masked_stats(ro.discounted_return, ro.valid)
+                return_stats, masked_stats(axis, ro.discounted_return, ro.valid, 2)
             )
         samples = samples_of(state, ro, return_stats)
         lr = learning_rate(state.env_steps)
         params, opt_state, metrics = update(state, samples, ro.valid, update_key, lr)
         obs_stats = state.obs_stats
         if normalize_obs:  # after the update, so the update saw the statistics the rollout used
-            obs_stats = normalize.combine(obs_stats, masked_stats(ro.transition.obs, ro.valid))
-        steps = jax.lax.psum(ro.valid.sum(), AXIS)
-        episodes = jax.lax.psum(ro.episode_done.sum(), AXIS)
-        returns = jax.lax.psum(jnp.where(ro.episode_done, ro.episode_return, 0.0).sum(), AXIS)
+            obs_stats = normalize.combine(
+                obs_stats, masked_stats(axis, ro.transition.obs, ro.valid, 2)
+            )
+        local_steps = num_steps * local_envs if ro.valid is None else ro.valid.sum()
+        steps = axis.psum(local_steps)
+        episodes = axis.psum(ro.episode_done.sum())
+        returns = axis.psum(jnp.where(ro.episode_done, ro.episode_return, 0.0).sum())
         new_state = OnPolicyState(
             params, opt_state, obs_stats, return_stats, discounted, state.env_steps + steps
         )
@@ -405,20 +446,15 @@ def make_on_policy(
 
     env_spec = P(AXIS) if spec.vmappable else P()
     state_spec = OnPolicyState(P(), P(), P(), P(), env_spec, P())
-    # check_vma=False: gradients are summed over devices explicitly (see the module docstring).
-    sharded_iteration = jax.shard_map(
-        iteration,
-        mesh=mesh,
-        in_specs=(state_spec, env_spec, P()),
-        out_specs=(state_spec, env_spec, P()),
-        check_vma=False,
+    sharded_iteration = axis.shard_map(
+        iteration, in_specs=(state_spec, env_spec, P()), out_specs=(state_spec, env_spec, P())
     )
 
     def init(key: Key) -> OnPolicyState:
         params = net.init(key, jnp.zeros(obs_shape, spec.observation_space.dtype))
         return OnPolicyState(
             params=params,
-            opt_state=tx.init(params),
+            opt_state=tx.init(ravel_pytree(params)[0]),
             obs_stats=normalize.init(obs_shape),
             return_stats=normalize.init(()),
             discounted_return=jnp.zeros((num_envs,), jnp.float32),
