@@ -67,7 +67,9 @@ def load(run_dir: str | Path, seed: int | None = None) -> Policy:
     if seed not in seeds:
         raise ValueError(f"seed {seed} was not trained in {run_dir}; its seeds are {seeds}")
     like = jax.eval_shape(trainer.init, trainer.seed_keys())
-    ckpt = Checkpointer(Path(run_dir) / "checkpoints", cfg.checkpoint.keep)
+    ckpt = Checkpointer(
+        Path(run_dir) / "checkpoints", cfg.checkpoint.keep, cfg.checkpoint.replay_buffer
+    )
     carry, _ = ckpt.restore(like)
     ckpt.close()
     index = seeds.index(seed)

@@ -1,7 +1,9 @@
 """Checkpoints: the whole training carry (all seeds) through orbax, plus host-side progress as JSON.
 
 Orbax writes each step into a temporary directory and renames it when complete, so a crash or a
-Ctrl-C while saving never leaves a half-written checkpoint as the latest one.
+Ctrl-C while saving never leaves a half-written checkpoint as the latest one. With
+`replay_buffers=False` the replay buffers' items are not written; a restore gives back the empty
+buffers of the structure it restores into.
 """
 
 from __future__ import annotations
@@ -11,17 +13,34 @@ from pathlib import Path
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import orbax.checkpoint as ocp
 
 from jaxrl.prng import data_to_keys, keys_to_data
+from jaxrl.replay import ReplayState
 
 # orbax logs every save at INFO through absl; the run's own console output says enough.
 logging.getLogger("absl").setLevel(logging.WARNING)
 
 
+def _is_buffer(x: Any) -> bool:
+    return isinstance(x, ReplayState)
+
+
+def _without_buffer_items(tree: Any) -> Any:
+    return jax.tree.map(
+        lambda x: x._replace(data=None) if _is_buffer(x) else x, tree, is_leaf=_is_buffer
+    )
+
+
+def _empty(buffer: ReplayState) -> ReplayState:
+    return jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), buffer)
+
+
 class Checkpointer:
-    def __init__(self, directory: Path, keep: int) -> None:
+    def __init__(self, directory: Path, keep: int, replay_buffers: bool = True) -> None:
         self.directory = Path(directory).absolute()
+        self.replay_buffers = replay_buffers
         self._manager = ocp.CheckpointManager(
             self.directory,
             options=ocp.CheckpointManagerOptions(
@@ -30,6 +49,8 @@ class Checkpointer:
         )
 
     def save(self, step: int, state: Any, meta: dict[str, Any]) -> None:
+        if not self.replay_buffers:
+            state = _without_buffer_items(state)
         self._manager.save(
             step,
             args=ocp.args.Composite(
@@ -47,14 +68,23 @@ class Checkpointer:
         step = self.latest_step() if step is None else step
         if step is None:
             raise FileNotFoundError(f"no checkpoint in {self.directory}")
-        abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, keys_to_data(like))
+        saved_like = like if self.replay_buffers else _without_buffer_items(like)
+        abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, keys_to_data(saved_like))
         restored = self._manager.restore(
             step,
             args=ocp.args.Composite(
                 state=ocp.args.StandardRestore(abstract), meta=ocp.args.JsonRestore()
             ),
         )
-        return data_to_keys(restored.state, like), restored.meta
+        state = data_to_keys(restored.state, saved_like)
+        if not self.replay_buffers:  # empty buffers shaped like those of `like`
+            state = jax.tree.map(
+                lambda saved, fresh: _empty(fresh) if _is_buffer(saved) else saved,
+                state,
+                like,
+                is_leaf=_is_buffer,
+            )
+        return state, restored.meta
 
     def close(self) -> None:
         self._manager.close()

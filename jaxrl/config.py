@@ -77,6 +77,9 @@ class LogConfig:
 class CheckpointConfig:
     every: int = 1  # evaluations between checkpoints; one is always written at the end
     keep: int = 2  # newest checkpoints kept on disk
+    # False: checkpoints leave the replay buffers out (an Atari buffer is GBs); a resumed run then
+    # refills its buffer with the current policy before it learns again.
+    replay_buffer: bool = True
 
     def __post_init__(self) -> None:
         require(self.every >= 1, f"checkpoint.every={self.every} must be >= 1")

@@ -209,9 +209,12 @@ def make_off_policy(
                 jax.tree.map(lambda m: jnp.zeros(m.shape, m.dtype), metric_shapes),
             )
             # Under vmap over seeds `cond` becomes a select (both run); a single seed skips.
-            learner_state, metrics = jax.lax.cond(
-                state.env_steps >= learn_after, learn, skip, *args
+            # The buffer size counts too: a run resumed from a checkpoint without its buffer
+            # (checkpoint.replay_buffer=false) refills it before learning again.
+            ready = (state.env_steps >= learn_after) & (
+                state.buffer.size >= min(learn_after, cfg.buffer_size)
             )
+            learner_state, metrics = jax.lax.cond(ready, learn, skip, *args)
             carry = (state._replace(learner=learner_state), env_state)
             return carry, (ends.sum(), returns.sum(), metrics)
 
