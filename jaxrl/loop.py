@@ -173,9 +173,7 @@ def train(cfg: RunConfig, run_dir: Path) -> RunResult:
     trainer = Trainer(cfg)
     seeds = cfg.seeds
     display = LiveDisplay(cfg.log.progress, cfg.budget.env_steps, f"{cfg.agent.name} {cfg.env.id}")
-    ckpt = Checkpointer(
-        run_dir / "checkpoints", cfg.checkpoint.keep, cfg.checkpoint.replay_buffer
-    )
+    ckpt = Checkpointer(run_dir / "checkpoints", cfg.checkpoint.keep, cfg.checkpoint.replay_buffer)
     logger = RunLogger(run_dir, seeds, cfg.log.tensorboard)
 
     t0 = time.perf_counter()
