@@ -12,6 +12,7 @@ import os
 import platform
 import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +48,35 @@ def markdown_table(header: list[str], rows: list[list[str]]) -> str:
 def fmt(x: float | None, digits: int = 1) -> str:
     """`x` with thousands separators and `digits` decimals; '—' for None."""
     return "—" if x is None else f"{x:,.{digits}f}"
+
+
+@dataclass
+class TrainingRow:
+    """One training run of a throughput table (off-policy benchmarks, the SB3 comparison)."""
+
+    what: str
+    env_steps: int
+    compile_s: float | None  # None: nothing compiled (a PyTorch reference)
+    run_s: float
+    final_return: float | None
+
+
+def training_table(rows: list[TrainingRow], where: str) -> str:
+    """Env steps, env steps/s over run seconds, compile and run seconds, final return, machine."""
+    header = ["what", "env steps", "env steps/s", "compile s", "run s", "final return", "machine"]
+    cells = [
+        [
+            r.what,
+            fmt(r.env_steps, 0),
+            fmt(r.env_steps / r.run_s, 0),
+            fmt(r.compile_s),
+            f"{r.run_s:.1f}",
+            fmt(r.final_return),
+            where,
+        ]
+        for r in rows
+    ]
+    return markdown_table(header, cells)
 
 
 def time_to_target_header(target: float) -> list[str]:

@@ -42,7 +42,15 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from common import REPO, RESULTS, fmt, load_note, machine, markdown_table, write_report
+from common import (
+    REPO,
+    RESULTS,
+    TrainingRow,
+    load_note,
+    machine,
+    training_table,
+    write_report,
+)
 
 sys.path.insert(0, str(REPO))
 
@@ -60,15 +68,6 @@ ENV_ID = "ALE/Breakout-v5"
 ITERATION_STEPS = 1000  # env steps per jaxrl iteration (logging granularity only)
 STICKY = 0.25  # AtariConfig.repeat_action_probability (the -v5 default)
 SEED = 0
-
-
-@dataclass
-class Row:
-    what: str
-    env_steps: int
-    compile_s: float | None  # None: not compiled (SB3)
-    run_s: float
-    final_return: float | None
 
 
 @dataclass
@@ -145,7 +144,7 @@ def final_eval_key(seed: int, iterations: int) -> jax.Array:
     return jax.random.split(key)[1]
 
 
-def run_jaxrl(s: Settings) -> tuple[Row, list[str]]:
+def run_jaxrl(s: Settings) -> tuple[TrainingRow, list[str]]:
     """The jaxrl row (run seconds without the final evaluation) and notes on that evaluation."""
     cfg = compose(jaxrl_overrides(s))
     with tempfile.TemporaryDirectory(prefix="jaxrl-bench-breakout-") as tmp:
@@ -183,7 +182,7 @@ def run_jaxrl(s: Settings) -> tuple[Row, list[str]]:
             f"{summary['final_eval_return']}, so the subtracted time is only an estimate."
         )
     ]
-    row = Row(
+    row = TrainingRow(
         f"jaxrl DQN, jax {jax.__version__} {jax.default_backend()}",
         summary["env_steps"],
         summary["compile_seconds"],
@@ -193,7 +192,7 @@ def run_jaxrl(s: Settings) -> tuple[Row, list[str]]:
     return row, notes
 
 
-def run_sb3(s: Settings) -> tuple[Row, list[str]] | None:
+def run_sb3(s: Settings) -> tuple[TrainingRow, list[str]] | None:
     """The SB3 row and notes on its setup; None (with a printed message) without SB3."""
     try:
         import ale_py
@@ -250,7 +249,7 @@ def run_sb3(s: Settings) -> tuple[Row, list[str]] | None:
     env.close()
 
     scores = games[-s.eval_episodes :]
-    row = Row(
+    row = TrainingRow(
         f"SB3 {stable_baselines3.__version__} DQN, torch {torch.__version__} {model.device}",
         model.num_timesteps,
         None,
@@ -265,31 +264,6 @@ def run_sb3(s: Settings) -> tuple[Row, list[str]] | None:
         f"ε = {s.eps_end}), {len(games)} games in all."
     ]
     return row, notes
-
-
-def markdown(rows: list[Row], where: str) -> str:
-    header = [
-        "what",
-        "env steps",
-        "env steps/s",
-        "compile s",
-        "run s",
-        "final return",
-        "machine",
-    ]
-    cells = [
-        [
-            r.what,
-            fmt(r.env_steps, 0),
-            fmt(r.env_steps / r.run_s, 0),
-            fmt(r.compile_s),
-            f"{r.run_s:.1f}",
-            fmt(r.final_return),
-            where,
-        ]
-        for r in rows
-    ]
-    return markdown_table(header, cells)
 
 
 DIFFERENCES = (
@@ -321,14 +295,14 @@ def main() -> None:
     settings = Settings(args.steps, args.learning_starts, args.buffer_size, args.eval_episodes)
 
     load_before = os.getloadavg()[0]
-    rows: list[Row] = []
+    rows: list[TrainingRow] = []
     notes: list[str] = []
     for run in (run_jaxrl, run_sb3):
         measured = run(settings)
         if measured is not None:
             rows.append(measured[0])
             notes += measured[1]
-            print(markdown([measured[0]], ""), flush=True)
+            print(training_table([measured[0]], ""), flush=True)
     load_after = os.getloadavg()[0]
 
     text = "\n\n".join(
@@ -337,7 +311,7 @@ def main() -> None:
             f"`python benchmarks/dqn_breakout_sb3.py --steps {args.steps} --learning-starts "
             f"{args.learning_starts} --eval-episodes {args.eval_episodes} --buffer-size "
             f"{args.buffer_size}`",
-            markdown(rows, machine()),
+            training_table(rows, machine()),
             f"Both: {settings.describe()}. Preprocessing: {ENV_ID}, frame skip 4 with a max-pool "
             f"of the last two frames, up to 30 no-ops and FIRE at a reset, a lost life is a "
             f"termination for the learner, reward sign, 84×84 grey, 4 stacked frames, sticky "

@@ -26,10 +26,17 @@ import importlib.util
 import os
 import sys
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 
-from common import REPO, RESULTS, fmt, load_note, machine, markdown_table, write_report
+from common import (
+    REPO,
+    RESULTS,
+    TrainingRow,
+    load_note,
+    machine,
+    training_table,
+    write_report,
+)
 
 sys.path.insert(0, str(REPO))
 
@@ -56,16 +63,7 @@ BRAX_AGENTS = ("sac", "td3")
 BRAX_EPISODES = 5
 
 
-@dataclass
-class Row:
-    what: str
-    env_steps: int
-    compile_s: float
-    run_s: float
-    final_return: float
-
-
-def run(what: str, overrides: list[str], steps: int, workdir: Path) -> Row:
+def run(what: str, overrides: list[str], steps: int, workdir: Path) -> TrainingRow:
     """One training of `steps` env steps (1,000 per iteration), evaluated once at the end."""
     budget = [
         f"budget.env_steps={steps}",
@@ -74,7 +72,9 @@ def run(what: str, overrides: list[str], steps: int, workdir: Path) -> Row:
     ]
     cfg = compose([*overrides, *budget, *QUIET])
     s = train(cfg, workdir / str(len(list(workdir.iterdir())))).summary
-    return Row(what, s["env_steps"], s["compile_seconds"], s["run_seconds"], s["final_eval_return"])
+    return TrainingRow(
+        what, s["env_steps"], s["compile_seconds"], s["run_seconds"], s["final_eval_return"]
+    )
 
 
 def random_return(env_overrides: list[str], episodes: int) -> float:
@@ -83,23 +83,6 @@ def random_return(env_overrides: list[str], episodes: int) -> float:
     policy = lambda obs, key: random_actions(env.spec, key)
     returns = jax.jit(lambda key: run_episodes(env, policy, key).returns)(make_key(0))
     return float(np.mean(returns))
-
-
-def markdown(rows: list[Row], where: str) -> str:
-    header = ["what", "env steps", "env steps/s", "compile s", "run s", "final return", "machine"]
-    cells = [
-        [
-            r.what,
-            fmt(r.env_steps, 0),
-            fmt(r.env_steps / r.run_s, 0),
-            f"{r.compile_s:.1f}",
-            f"{r.run_s:.1f}",
-            f"{r.final_return:.1f}",
-            where,
-        ]
-        for r in rows
-    ]
-    return markdown_table(header, cells)
 
 
 def main() -> None:
@@ -111,12 +94,12 @@ def main() -> None:
     args = parser.parse_args()
 
     load_before = os.getloadavg()[0]
-    rows: list[Row] = []
+    rows: list[TrainingRow] = []
     notes = []
 
-    def add(row: Row) -> None:
+    def add(row: TrainingRow) -> None:
         rows.append(row)
-        print(markdown([row], ""), flush=True)
+        print(training_table([row], ""), flush=True)
 
     with tempfile.TemporaryDirectory(prefix="jaxrl-bench-offpolicy-") as tmp:
         work = Path(tmp)
@@ -148,7 +131,7 @@ def main() -> None:
             "# SAC, TD3 and DDPG on Pendulum-v1 and brax/halfcheetah",
             f"`python benchmarks/offpolicy_pendulum.py --steps {args.steps} "
             f"--brax-steps {args.brax_steps} --brax-backend {args.brax_backend}`",
-            markdown(rows, machine()),
+            training_table(rows, machine()),
             "One seed per row, one update per env step, one evaluation at the end of the budget "
             "(Pendulum: 10 deterministic episodes; halfcheetah: "
             f"{BRAX_EPISODES}). Env steps/s is per second of run time and includes the "
