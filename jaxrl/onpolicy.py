@@ -15,6 +15,7 @@ mean, not N times it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -184,7 +185,7 @@ def masked_stats(
     for all), merged over the device axis."""
     axes = tuple(range(batch_ndim))
     if valid is None:
-        count = jnp.asarray(x.size // max(1, x[(0,) * batch_ndim].size), jnp.float32)
+        count = jnp.asarray(math.prod(x.shape[:batch_ndim]), jnp.float32)
         mean = x.mean(axes)
         m2 = ((x - mean) ** 2).sum(axes)
     else:
@@ -192,10 +193,7 @@ def masked_stats(
         count = valid.sum().astype(jnp.float32)
         mean = (w * x).sum(axes) / jnp.maximum(count, 1.0)
         m2 = (w * (x - mean) ** 2).sum(axes)
-    local = RunningStats(count, mean, m2)
-    if axis.size == 1:
-        return local
-    return normalize.merge(axis.all_gather(local))
+    return normalize.merge(axis.all_gather(RunningStats(count, mean, m2)))
 
 
 def global_mean(axis: parallel.DataAxis, x: Array, valid: Array | None) -> Array:

@@ -47,10 +47,10 @@ def data_mesh(num_items: int, axis: str) -> Mesh:
 class DataAxis:
     """The mesh axis data-parallel code splits its batch over, with its collectives.
 
-    Why not call `jax.lax.psum` directly: on a one-device mesh XLA:CPU still runs every
-    collective as a runtime rendezvous, which in small per-step programs (a PPO minibatch step)
-    costs more than the arithmetic and keeps a second thread busy. With one device the collectives
-    here are identities and `shard_map` is skipped, so a one-device program is plain code.
+    Why not call `jax.lax.psum` directly: on a one-device mesh XLA:CPU still keeps every
+    collective in the program as a runtime all-reduce / all-gather (two per PPO minibatch step),
+    dispatched like any other op. With one device the collectives here are identities and
+    `shard_map` is skipped, so a one-device program is plain code.
     """
 
     mesh: Mesh
