@@ -53,7 +53,7 @@ import optax
 
 from jaxrl.config import ConfigError, require
 from jaxrl.env import Env
-from jaxrl.networks import MLPTorso, NatureCNN, resolve_torso
+from jaxrl.networks import Dense, MLPTorso, NatureCNN, resolve_torso
 from jaxrl.offpolicy import (
     FRAME_STACK_LAYOUT,
     FULL_LAYOUT,
@@ -126,7 +126,7 @@ class QNetwork(nn.Module):
             features = NatureCNN()(obs)
         else:
             features = MLPTorso(self.hidden_sizes, self.activation)(obs.astype(jnp.float32))
-        return nn.Dense(self.num_actions, kernel_init=nn.initializers.orthogonal(1.0))(features)
+        return Dense(self.num_actions, kernel_init=nn.initializers.orthogonal(1.0))(features)
 
 
 class DQNState(NamedTuple):

@@ -39,6 +39,7 @@ from agents.td3 import (
 from jaxrl.config import require
 from jaxrl.distributions import TanhGaussian
 from jaxrl.env import Env
+from jaxrl.networks import Dense
 from jaxrl.offpolicy import Learner, OffPolicyConfig, make_off_policy, soft_update
 from jaxrl.types import Agent, Array, EnvSpec, Key, Metrics, PyTree, Transition
 
@@ -80,8 +81,8 @@ class GaussianActor(nn.Module):
     @nn.compact
     def __call__(self, obs: Array) -> tuple[Array, Array]:
         x = Torso(self.hidden_sizes, self.activation)(obs.astype(jnp.float32))
-        mean = nn.Dense(self.action_size)(x)
-        log_std = nn.Dense(self.action_size)(x)
+        mean = Dense(self.action_size)(x)
+        log_std = Dense(self.action_size)(x)
         return mean, jnp.clip(log_std, LOG_STD_MIN, LOG_STD_MAX)
 
 

@@ -35,7 +35,7 @@ import optax
 
 from jaxrl.config import ConfigError, require
 from jaxrl.env import Env
-from jaxrl.networks import activation
+from jaxrl.networks import Dense, activation
 from jaxrl.offpolicy import Learner, OffPolicyConfig, make_off_policy, soft_update
 from jaxrl.types import Agent, Array, Box, EnvSpec, Key, Metrics, PyTree, Transition
 
@@ -127,7 +127,7 @@ class Torso(nn.Module):
     def __call__(self, x: Array) -> Array:
         act = activation(self.activation)
         for size in self.hidden_sizes:
-            x = nn.Dense(size)(x)
+            x = Dense(size)(x)
             if self.layer_norm:
                 x = nn.LayerNorm()(x)
             x = act(x)
@@ -145,7 +145,7 @@ class DeterministicActor(nn.Module):
     @nn.compact
     def __call__(self, obs: Array) -> Array:
         x = Torso(self.hidden_sizes, self.activation, self.layer_norm)(obs.astype(jnp.float32))
-        return jnp.tanh(nn.Dense(self.action_size)(x))
+        return jnp.tanh(Dense(self.action_size)(x))
 
 
 class QNetwork(nn.Module):
@@ -159,7 +159,7 @@ class QNetwork(nn.Module):
     def __call__(self, obs: Array, action: Array) -> Array:
         x = jnp.concatenate([obs.astype(jnp.float32), action], axis=-1)
         x = Torso(self.hidden_sizes, self.activation, self.layer_norm)(x)
-        return nn.Dense(1)(x)[..., 0]
+        return Dense(1)(x)[..., 0]
 
 
 @dataclass(frozen=True)

@@ -77,9 +77,10 @@ class VectorEnv:
 
     def step(self, state: VectorState, action: Array, key: Key) -> tuple[VectorState, TimeStep]:
         n = self.spec.num_envs
-        step_key, reset_key = jax.random.split(key)
+        # One split for both uses: each split is an RNG call in every step of a rollout.
+        step_keys, reset_keys = jax.random.split(key, (2, n))
         core_state, obs, reward, terminated = jax.vmap(self.core.step)(
-            jax.random.split(step_key, n), state.core, action
+            step_keys, state.core, action
         )
         reward = reward.astype(jnp.float32)
         terminated = terminated.astype(bool)
@@ -89,7 +90,7 @@ class VectorEnv:
         episode_return = state.episode_return + reward
         episode_length = state.episode_length + 1
 
-        reset_state, reset_obs = jax.vmap(self.core.reset)(jax.random.split(reset_key, n))
+        reset_state, reset_obs = jax.vmap(self.core.reset)(reset_keys)
 
         def where_done(fresh: Array, old: Array) -> Array:
             mask = done.reshape(done.shape + (1,) * (old.ndim - 1))

@@ -39,6 +39,55 @@ def activation(name: str):
     return ACTIVATIONS[name]
 
 
+@jax.custom_vjp
+def batch_matmul(x: Array, w: Array) -> Array:
+    """x [batch, in] @ w [in, out], with the weight gradient written so XLA:CPU runs it fast.
+
+    Why: autodiff's weight gradient xᵀ·g contracts the batch axis of both operands. XLA:CPU
+    runs that form on Eigen, not on the YNNPACK matmul it uses for the forward pass, and inside
+    an update loop it took 25–35 µs for a [128, 64]ᵀ·[128, 64] product that YNNPACK does in
+    ~12. Here xᵀ is materialised behind an optimisation barrier (else XLA folds the transpose
+    back into the dot) and multiplied plainly: PPO's CartPole update ran ~15% faster. Other
+    platforms keep the plain form. Exact to float rounding.
+    """
+    return x @ w
+
+
+def _batch_matmul_fwd(x: Array, w: Array):
+    return x @ w, (x, w)
+
+
+def _batch_matmul_bwd(residuals: tuple[Array, Array], g: Array):
+    x, w = residuals
+    dw = jax.lax.platform_dependent(
+        x,
+        g,
+        cpu=lambda x, g: jax.lax.optimization_barrier(x.T) @ g,
+        default=lambda x, g: x.T @ g,
+    )
+    return g @ w.T, dw
+
+
+batch_matmul.defvjp(_batch_matmul_fwd, _batch_matmul_bwd)
+
+
+def _dense_dot_general(
+    lhs: Array, rhs: Array, dimension_numbers, precision=None, preferred_element_type=None
+) -> Array:
+    """`batch_matmul` with the signature `nn.Dense` calls; a single input (a per-sample call
+    under `vmap`) or any other contraction goes to `lax.dot_general` unchanged."""
+    if lhs.ndim == 2 and dimension_numbers == (((1,), (0,)), ((), ())) and precision is None:
+        return batch_matmul(lhs, rhs)
+    return jax.lax.dot_general(
+        lhs, rhs, dimension_numbers, precision, preferred_element_type=preferred_element_type
+    )
+
+
+# The Dense layer every network here uses: flax's, with the CPU-friendly weight gradient. Same
+# parameters and names as `nn.Dense`, so checkpoints do not change.
+Dense = functools.partial(nn.Dense, dot_general=_dense_dot_general)
+
+
 class MLP(nn.Module):
     """Dense layers with an activation; hidden layers can be normalised with fixed statistics.
 
@@ -55,8 +104,8 @@ class MLP(nn.Module):
 
     def setup(self) -> None:
         hidden_init = nn.initializers.orthogonal(float(np.sqrt(2.0)))
-        self.hidden = [nn.Dense(h, kernel_init=hidden_init) for h in self.hidden_sizes]
-        self.head = nn.Dense(self.out_size, kernel_init=nn.initializers.orthogonal(self.out_scale))
+        self.hidden = [Dense(h, kernel_init=hidden_init) for h in self.hidden_sizes]
+        self.head = Dense(self.out_size, kernel_init=nn.initializers.orthogonal(self.out_scale))
 
     def __call__(self, x: Array, vbn_stats: Sequence[tuple[Array, Array]] | None = None) -> Array:
         act = activation(self.activation)
@@ -117,7 +166,7 @@ class MLPTorso(nn.Module):
     def __call__(self, x: Array) -> Array:
         act = activation(self.activation)
         for size in self.hidden_sizes:
-            x = act(nn.Dense(size, kernel_init=nn.initializers.orthogonal(float(np.sqrt(2.0))))(x))
+            x = act(Dense(size, kernel_init=nn.initializers.orthogonal(float(np.sqrt(2.0))))(x))
         return x
 
 
@@ -196,7 +245,7 @@ class NatureCNN(nn.Module):
             )
             x = jax.nn.relu(conv(x))
         x = x.reshape((*x.shape[:-3], -1))
-        return jax.nn.relu(nn.Dense(512, kernel_init=init)(x))
+        return jax.nn.relu(Dense(512, kernel_init=init)(x))
 
 
 def resolve_torso(torso: str, obs_shape: tuple[int, ...], agent: str) -> str:
@@ -239,10 +288,8 @@ class ActorCritic(nn.Module):
     def __call__(self, obs: Array) -> tuple[tuple[Array, ...], Array]:
         actor_features = self._torso("actor_torso" if not self.shared_torso else "torso")(obs)
         critic_features = actor_features if self.shared_torso else self._torso("critic_torso")(obs)
-        out = nn.Dense(self.action_size, kernel_init=nn.initializers.orthogonal(0.01))(
-            actor_features
-        )
-        value = nn.Dense(1, kernel_init=nn.initializers.orthogonal(1.0))(critic_features)[..., 0]
+        out = Dense(self.action_size, kernel_init=nn.initializers.orthogonal(0.01))(actor_features)
+        value = Dense(1, kernel_init=nn.initializers.orthogonal(1.0))(critic_features)[..., 0]
         if not self.continuous:
             return (out,), value
         log_std = self.param(

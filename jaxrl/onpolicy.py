@@ -362,8 +362,12 @@ def make_on_policy(
     def minibatch_loss(params, batch: Sample, valid: Array | None, count: Array):
         """The minibatch's share of the global mean loss, and its metrics' shares packed in one
         vector (one reduction instead of one per metric)."""
-        dist, value = jax.vmap(lambda o: model(params, o))(batch.obs)
-        per_sample, metrics = jax.vmap(algorithm.loss)(dist, value, batch)
+        # The network runs on the whole minibatch (its weight gradients are then the fast
+        # `networks.batch_matmul` form), the loss per sample.
+        outputs, value = net.apply(params, batch.obs)
+        per_sample, metrics = jax.vmap(
+            lambda out, v, sample: algorithm.loss(head.distribution(out), v, sample)
+        )(outputs, value, batch)
         packed = jax.lax.stop_gradient(jnp.stack([metrics[k] for k in sorted(metrics)], axis=-1))
         if valid is not None:
             w = valid.astype(jnp.float32)
