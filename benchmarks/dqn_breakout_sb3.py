@@ -58,10 +58,10 @@ import jax
 import numpy as np
 
 from envs.host import host_errors
+from jaxrl.cli import compose
 from jaxrl.loop import train
 from jaxrl.prng import make_key
 from jaxrl.rollout import run_episodes
-from jaxrl.run import compose
 
 DEFAULT_OUT = RESULTS / "dqn_breakout_sb3.md"
 ENV_ID = "ALE/Breakout-v5"

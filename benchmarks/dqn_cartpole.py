@@ -29,8 +29,8 @@ from common import REPO, RESULTS, fmt, load_note, machine, markdown_table, write
 
 sys.path.insert(0, str(REPO))
 
+from jaxrl.cli import compose
 from jaxrl.loop import train
-from jaxrl.run import compose
 
 DEFAULT_OUT = RESULTS / "dqn_cartpole.md"
 QUIET = ["log.progress=false", "log.tensorboard=false", "checkpoint.every=1000"]

@@ -33,8 +33,8 @@ from common import REPO, RESULTS, fmt, load_note, machine, markdown_table, write
 
 sys.path.insert(0, str(REPO))
 
+from jaxrl.cli import compose
 from jaxrl.loop import train
-from jaxrl.run import compose
 
 DEFAULT_OUT = RESULTS / "erl_pendulum.md"
 QUIET = ["log.progress=false", "log.tensorboard=false", "checkpoint.every=1000"]

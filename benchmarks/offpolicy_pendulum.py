@@ -44,11 +44,11 @@ import jax
 import numpy as np
 
 import envs
+from jaxrl.cli import compose
 from jaxrl.env import random_actions
 from jaxrl.loop import train
 from jaxrl.prng import make_key
 from jaxrl.rollout import run_episodes
-from jaxrl.run import compose
 
 DEFAULT_OUT = RESULTS / "offpolicy_pendulum.md"
 QUIET = ["log.progress=false", "log.tensorboard=false", "checkpoint.every=1000"]

@@ -29,9 +29,9 @@ from common import REPO, RESULTS, fmt, machine, markdown_table, write_report
 
 sys.path.insert(0, str(REPO))
 
+from jaxrl.cli import compose
 from jaxrl.loop import Trainer, train
 from jaxrl.prng import make_key
-from jaxrl.run import compose
 
 DEFAULT_OUT = RESULTS / "ppo_cartpole.md"
 # PureJaxRL itself is not shipped here; this is how it was measured, on the machine of the table.

@@ -17,6 +17,7 @@ import functools
 import importlib
 import multiprocessing
 import signal
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -34,6 +35,14 @@ GYM_PREFIX = "gym/"
 NAMESPACES = {"bullet": "envs.bullet", "pixel": "envs.pixel"}
 EXTRAS = {"bullet": "bullet", "pixel": "host", "ALE": "atari"}
 START_METHOD = "spawn"  # forking a process that runs JAX's threads can deadlock
+# An async worker's failure is printed by Gymnasium as a warning per worker (the traceback, then
+# "shutting it down" for each) before it raises; the HostEnvError we raise carries the env's own
+# message in one line instead.
+warnings.filterwarnings(
+    "ignore",
+    message=r".*ERROR: (Traceback|Received the following error|Raising the last exception)",
+    category=UserWarning,
+)
 
 
 def gymnasium_id(env_id: str) -> str:

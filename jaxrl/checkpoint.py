@@ -8,7 +8,10 @@ buffers of the structure it restores into.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +24,36 @@ from jaxrl.replay import ReplayState
 
 # orbax logs every save at INFO through absl; the run's own console output says enough.
 logging.getLogger("absl").setLevel(logging.WARNING)
+
+
+class CheckpointError(OSError):
+    """A checkpoint could not be written (a full disk, a read-only directory); the message says
+    which and why in one line. The previous checkpoints are intact."""
+
+
+@contextlib.contextmanager
+def _quiet_orbax() -> Iterator[None]:
+    """orbax logs a failed write at ERROR from each of its threads (tens of lines) and then
+    raises; the raised error is what we report."""
+    absl = logging.getLogger("absl")
+    level = absl.level
+    absl.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        absl.setLevel(level)
+
+
+def _os_reason(e: BaseException) -> str:
+    """The operating system's reason inside an orbax/tensorstore error, else its first line."""
+    text = str(e)
+    found = re.search(r"([A-Z][^:\[\]]*?) \[os_error_code='(\d+)'\]", text)
+    if found:
+        return f"{found.group(1)} (errno {found.group(2)})"
+    if isinstance(e, OSError) and e.strerror:
+        return e.strerror
+    lines = text.strip().splitlines()
+    return lines[0][:200] if lines else type(e).__name__
 
 
 def _is_buffer(x: Any) -> bool:
@@ -43,22 +76,31 @@ class Checkpointer:
         self.replay_buffers = replay_buffers
         self._manager = ocp.CheckpointManager(
             self.directory,
+            # A write cut short (full disk, kill) leaves a temporary directory: removed here.
             options=ocp.CheckpointManagerOptions(
-                max_to_keep=keep, enable_async_checkpointing=False
+                max_to_keep=keep, enable_async_checkpointing=False, cleanup_tmp_directories=True
             ),
         )
 
     def save(self, step: int, state: Any, meta: dict[str, Any]) -> None:
         if not self.replay_buffers:
             state = _without_buffer_items(state)
-        self._manager.save(
-            step,
-            args=ocp.args.Composite(
-                state=ocp.args.StandardSave(keys_to_data(state)), meta=ocp.args.JsonSave(meta)
-            ),
-            force=True,
-        )
-        self._manager.wait_until_finished()
+        try:
+            with _quiet_orbax():
+                self._manager.save(
+                    step,
+                    args=ocp.args.Composite(
+                        state=ocp.args.StandardSave(keys_to_data(state)),
+                        meta=ocp.args.JsonSave(meta),
+                    ),
+                    force=True,
+                )
+                self._manager.wait_until_finished()
+        except Exception as e:
+            raise CheckpointError(
+                f"could not write the checkpoint of iteration {step} to {self.directory}: "
+                f"{_os_reason(e)}"
+            ) from e
 
     def latest_step(self) -> int | None:
         return self._manager.latest_step()

@@ -7,6 +7,7 @@ over. Nothing here is ever traced.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any
 
@@ -44,6 +45,10 @@ class EnvConfig:
         )
 
 
+# Env steps are counted in int32 on the device: the budget stays well below 2^31.
+MAX_ENV_STEPS = 2e9
+
+
 @dataclass(frozen=True)
 class BudgetConfig:
     env_steps: float = 1e6  # env steps (that counted toward episodes) per seed; floats allow 2e6
@@ -51,7 +56,15 @@ class BudgetConfig:
     target_return: float | None = None
 
     def __post_init__(self) -> None:
-        require(self.env_steps > 0, f"budget.env_steps={self.env_steps} must be > 0")
+        require(
+            math.isfinite(self.env_steps) and 1 <= self.env_steps <= MAX_ENV_STEPS,
+            f"budget.env_steps={self.env_steps} must be a number of env steps per seed from 1 "
+            f"to {MAX_ENV_STEPS:.0e}",
+        )
+        require(
+            self.target_return is None or math.isfinite(self.target_return),
+            f"budget.target_return={self.target_return} must be a finite return (or null)",
+        )
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import io
 import json
 import math
 import os
@@ -27,12 +29,21 @@ EVAL_COLUMNS = (
 
 def write_json_atomic(path: Path, data: Any) -> None:
     """Write to a temporary file and rename: readers never see half a file."""
+    write_text_atomic(path, json.dumps(data, indent=2, default=_json_default) + "\n")
+
+
+def write_text_atomic(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w") as f:
-        json.dump(data, f, indent=2, default=_json_default)
-        f.write("\n")
-    os.replace(tmp, path)
+    try:
+        os.fchmod(fd, 0o644)  # mkstemp's 0600 would make the run's files private
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def _json_default(x: Any) -> Any:
@@ -46,30 +57,67 @@ def finite_or_none(x: float) -> float | None:
 
 
 class RunLogger:
-    """One TensorBoard run per seed (`tb/seed_<n>`) and `evals.csv` with every evaluation."""
+    """One TensorBoard run per seed (`tb/seed_<n>`) and `evals.csv` with every evaluation.
 
-    def __init__(self, run_dir: Path, seeds: list[int], tensorboard: bool) -> None:
+    `resumed_at`: the progress of the checkpoint a resumed run starts from. What the previous
+    process logged after that checkpoint (it was killed before the next one) is dropped, since
+    the resumed run logs those iterations again: `evals.csv` keeps each seed's rows up to its
+    checkpointed iteration, and TensorBoard hides later events (`purge_step`)."""
+
+    def __init__(
+        self, run_dir: Path, seeds: list[int], tensorboard: bool, resumed_at: Any = None
+    ) -> None:
         self.run_dir = run_dir
         self.seeds = seeds
-        self.writers = (
-            [SummaryWriter(str(run_dir / "tb" / f"seed_{s}")) for s in seeds] if tensorboard else []
-        )
         self.csv_path = run_dir / "evals.csv"
+        if resumed_at is not None and self.csv_path.exists():
+            self._keep_rows_up_to(dict(zip(seeds, resumed_at.iterations, strict=True)))
         if not self.csv_path.exists():
-            with open(self.csv_path, "w", newline="") as f:
-                csv.writer(f).writerow(EVAL_COLUMNS)
+            write_text_atomic(self.csv_path, ",".join(EVAL_COLUMNS) + "\n")
+        purge = [None] * len(seeds) if resumed_at is None else [s + 1 for s in resumed_at.env_steps]
+        self.writers = (
+            [
+                SummaryWriter(str(run_dir / "tb" / f"seed_{s}"), purge_step=p)
+                for s, p in zip(seeds, purge, strict=True)
+            ]
+            if tensorboard
+            else []
+        )
 
-    def log_iterations(self, metrics: dict[str, np.ndarray], env_steps: np.ndarray) -> None:
-        """metrics[k]: [seeds, iterations]; env_steps: cumulative per seed and iteration."""
+    def _keep_rows_up_to(self, last_iteration: dict[int, int]) -> None:
+        """Rewrite evals.csv without the rows logged after each seed's checkpointed iteration
+        (and without a last line cut short by the kill)."""
+        with open(self.csv_path, newline="") as f:
+            rows = list(csv.reader(f))
+        seed_col, iteration_col = EVAL_COLUMNS.index("seed"), EVAL_COLUMNS.index("iteration")
+        kept = [
+            row
+            for row in rows[1:]
+            if len(row) == len(EVAL_COLUMNS)
+            and int(row[iteration_col]) <= last_iteration.get(int(row[seed_col]), -1)
+        ]
+        out = io.StringIO()
+        csv.writer(out).writerows([EVAL_COLUMNS, *kept])
+        write_text_atomic(self.csv_path, out.getvalue())
+
+    def log_iterations(
+        self, metrics: dict[str, np.ndarray], env_steps: np.ndarray, ran: np.ndarray
+    ) -> None:
+        """metrics[k]: [seeds, iterations]; env_steps: cumulative per seed and iteration; ran:
+        how many of the iterations each seed ran."""
         for i, writer in enumerate(self.writers):
             for name, values in metrics.items():
-                for j, value in enumerate(values[i]):
-                    writer.add_scalar(f"train/{name}", float(value), int(env_steps[i, j]))
+                for j in range(int(ran[i])):
+                    writer.add_scalar(f"train/{name}", float(values[i, j]), int(env_steps[i, j]))
 
     def log_eval(self, rows: list[dict[str, float]]) -> None:
-        for i, writer in enumerate(self.writers):
-            writer.add_scalar("eval/return", rows[i]["eval_return"], int(rows[i]["env_steps"]))
-            writer.flush()
+        """One evaluation row per seed that trained in this chunk."""
+        writers = dict(zip(self.seeds, self.writers, strict=False))
+        for row in rows:
+            if row["seed"] in writers:
+                writer = writers[row["seed"]]
+                writer.add_scalar("eval/return", row["eval_return"], int(row["env_steps"]))
+                writer.flush()
         with open(self.csv_path, "a", newline="") as f:
             w = csv.writer(f)
             for row in rows:
@@ -107,8 +155,8 @@ class LiveDisplay:
             self.console.print(line, highlight=False, soft_wrap=True)
 
     def message(self, text: str) -> None:
-        if self.enabled or text.startswith("error"):
-            self.console.print(text, highlight=False, soft_wrap=True)
+        """Errors, interruptions and resumptions: printed also with `log.progress=false`."""
+        self.console.print(text, highlight=False, soft_wrap=True)
 
     def close(self) -> None:
         if self.progress is not None:

@@ -3,8 +3,9 @@ the host loop around it (budget, logging, checkpoints, resume, Ctrl-C, NaN guard
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import math
-import signal
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -20,11 +21,19 @@ import agents
 import envs
 from envs.host import host_errors
 from jaxrl import config as config_lib
-from jaxrl.checkpoint import Checkpointer
+from jaxrl.checkpoint import Checkpointer, CheckpointError
 from jaxrl.config import ConfigError, RunConfig
-from jaxrl.logging import LiveDisplay, RunLogger, finite_or_none, write_json_atomic
+from jaxrl.interrupt import StopRequest, ctrl_c_requests_stop
+from jaxrl.logging import (
+    LiveDisplay,
+    RunLogger,
+    finite_or_none,
+    write_json_atomic,
+    write_text_atomic,
+)
 from jaxrl.prng import make_key
 from jaxrl.rollout import run_episodes
+from jaxrl.rundir import claim, default_run_dir
 from jaxrl.types import Agent, Array, Key
 from jaxrl.video import record_videos
 
@@ -35,10 +44,13 @@ class Carry(NamedTuple):
     agent_state: Any
     env_state: Any  # (env state, last TimeStep) of the training env batch
     key: Key
+    env_steps: Array  # int32: env steps counted so far, for the per-seed budget
 
 
 class ChunkOutput(NamedTuple):
-    metrics: dict[str, Array]  # [iterations] per metric
+    # [eval.every] per metric; the entries past `iterations` are zeros
+    metrics: dict[str, Array]
+    iterations: Array  # int32: the train steps this chunk ran (0 for a seed already done)
     eval_returns: Array  # [eval episodes]
     finite: Array  # bool: parameters, metrics and eval returns are all finite
 
@@ -57,6 +69,7 @@ class Trainer:
         self.eval_env = self.env.with_num_envs(self.cfg.eval.episodes)
         budget = {"total_env_steps": self.cfg.budget.env_steps} if entry.takes_budget else {}
         self.agent = entry.make(self.cfg.agent, self.env, **budget)
+        self.budget = int(self.cfg.budget.env_steps)
         # Seeds are initialised one after another (lax.map), not vmapped: a vmapped orthogonal
         # initialiser is a batched LAPACK QR, and jaxlib's CPU QR parallelises its batch on the
         # same 2-thread XLA pool whose workers are running it, which deadlocks at 0% CPU when two
@@ -65,33 +78,75 @@ class Trainer:
         # One seed runs unbatched: under vmap every `lax.cond` (learning starts, delayed actor
         # updates) becomes a select that computes both branches.
         if self.cfg.num_seeds == 1:
-            self.chunk = jax.jit(lambda carry: _add_seed_axis(self._chunk(_drop_seed_axis(carry))))
+            self.chunk = jax.jit(
+                lambda carry, iterations: _add_seed_axis(
+                    self._chunk(_drop_seed_axis(carry), iterations)
+                )
+            )
         else:
-            self.chunk = jax.jit(jax.vmap(self._chunk))
+            self.chunk = jax.jit(jax.vmap(self._chunk, in_axes=(0, None)))
 
     def seed_keys(self) -> Array:
         return jnp.stack([make_key(s) for s in self.cfg.seeds])
 
+    def next_iterations(self, env_steps: list[int]) -> int:
+        """Train steps for the next chunk. An agent whose iterations all take the same env steps
+        stops exactly at the first iteration that reaches the budget; the others (whole
+        episodes) stop there too, each seed on its own, by the check inside the chunk."""
+        per_iteration = self.agent.steps_per_iteration
+        if per_iteration is None:
+            return self.cfg.eval.every
+        remaining = math.ceil((self.budget - min(env_steps)) / per_iteration)
+        return max(1, min(self.cfg.eval.every, remaining))
+
     def _init(self, key: Key) -> Carry:
         agent_key, env_key, loop_key = jax.random.split(key, 3)
-        return Carry(self.agent.init(agent_key), self.env.reset(env_key), loop_key)
+        return Carry(
+            self.agent.init(agent_key),
+            self.env.reset(env_key),
+            loop_key,
+            jnp.zeros((), jnp.int32),
+        )
 
-    def _chunk(self, carry: Carry) -> tuple[Carry, ChunkOutput]:
-        def body(c: Carry, _):
+    def _chunk(self, carry: Carry, iterations: Array) -> tuple[Carry, ChunkOutput]:
+        """Up to `iterations` train steps, fewer once the seed's budget is reached, then one
+        evaluation. A `while_loop`, not a scan, so that each seed stops at its own budget: under
+        vmap a seed that is done is carried unchanged while the others go on."""
+        step_metrics = jax.eval_shape(
+            lambda c: self.agent.train_step(c.agent_state, c.env_state, c.key)[2], carry
+        )
+        metrics = {
+            name: jnp.zeros((self.cfg.eval.every, *m.shape), m.dtype)
+            for name, m in step_metrics.items()
+        }
+        fixed_steps = self.agent.steps_per_iteration is not None
+
+        def running(loop: tuple[Array, Carry, dict[str, Array]]) -> Array:
+            i, c, _ = loop
+            if fixed_steps:  # the host sized `iterations` to the budget: same for every seed
+                return i < iterations
+            return (i < iterations) & (c.env_steps < self.budget)
+
+        def body(loop: tuple[Array, Carry, dict[str, Array]]):
+            i, c, metrics = loop
             key, step_key = jax.random.split(c.key)
-            agent_state, env_state, metrics = self.agent.train_step(
+            agent_state, env_state, step = self.agent.train_step(
                 c.agent_state, c.env_state, step_key
             )
-            return Carry(agent_state, env_state, key), metrics
+            metrics = {name: metrics[name].at[i].set(step[name]) for name in metrics}
+            env_steps = c.env_steps + jnp.asarray(step["env_steps"], jnp.int32)
+            return i + 1, Carry(agent_state, env_state, key, env_steps), metrics
 
-        carry, metrics = jax.lax.scan(body, carry, None, length=self.cfg.eval.every)
+        ran, carry, metrics = jax.lax.while_loop(
+            running, body, (jnp.zeros((), jnp.int32), carry, metrics)
+        )
         key, eval_key = jax.random.split(carry.key)
         eval_returns = self.evaluate(carry.agent_state, eval_key)
         finite = jnp.all(jnp.isfinite(self.agent.params(carry.agent_state)))
         finite &= jnp.all(jnp.isfinite(eval_returns))
         for value in metrics.values():
             finite &= jnp.all(jnp.isfinite(value))
-        return carry._replace(key=key), ChunkOutput(metrics, eval_returns, finite)
+        return carry._replace(key=key), ChunkOutput(metrics, ran, eval_returns, finite)
 
     def evaluate(self, agent_state: Any, key: Key) -> Array:
         """Returns of `eval.episodes` deterministic episodes, one per env, run in parallel."""
@@ -111,7 +166,8 @@ def _add_seed_axis(tree: Any) -> Any:
 class Progress:
     """Host-side totals, saved in every checkpoint beside the carry."""
 
-    iteration: int = 0
+    iteration: int = 0  # chunks' iterations so far: the most any seed ran (checkpoint step)
+    iterations: list[int] = field(default_factory=list)  # per seed
     env_steps: list[int] = field(default_factory=list)  # per seed, steps that counted
     env_steps_computed: list[int] = field(default_factory=list)
     final_eval: list[float] = field(default_factory=list)
@@ -121,7 +177,12 @@ class Progress:
     @classmethod
     def start(cls, num_seeds: int) -> Progress:
         return cls(
-            0, [0] * num_seeds, [0] * num_seeds, [math.nan] * num_seeds, [-math.inf] * num_seeds
+            0,
+            [0] * num_seeds,
+            [0] * num_seeds,
+            [0] * num_seeds,
+            [math.nan] * num_seeds,
+            [-math.inf] * num_seeds,
         )
 
 
@@ -131,64 +192,61 @@ class RunResult:
     summary: dict[str, Any]
     carry: Carry  # final carry, leading axis = seeds
     trainer: Trainer
-    status: str  # "completed", "interrupted" or "nan"
+    status: str  # "completed", "interrupted", "nan" or "failed" (a write failed)
 
 
-class _StopRequest:
-    """First Ctrl-C asks the loop to checkpoint and stop after the current chunk; a second one
-    interrupts at once (the last checkpoint stays valid: saves are atomic)."""
-
-    def __init__(self) -> None:
-        self.requested = False
-        self._previous = None
-
-    def __enter__(self) -> _StopRequest:
-        try:
-            self._previous = signal.signal(signal.SIGINT, self._handle)
-        except ValueError:  # not the main thread: no signal handling there
-            self._previous = None
-        return self
-
-    def _handle(self, signum, frame) -> None:
-        if self.requested:
-            raise KeyboardInterrupt
-        self.requested = True
-
-    def __exit__(self, *exc) -> None:
-        if self._previous is not None:
-            signal.signal(signal.SIGINT, self._previous)
+class Interrupted(Exception):
+    """Ctrl-C before training started: nothing was written."""
 
 
 def save_config(cfg: RunConfig, run_dir: Path) -> None:
     data = config_lib.to_dict(cfg)
     write_json_atomic(run_dir / "config.json", data)
-    (run_dir / "config.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    write_text_atomic(run_dir / "config.yaml", yaml.safe_dump(data, sort_keys=False))
 
 
-def train(cfg: RunConfig, run_dir: Path) -> RunResult:
-    """Train `cfg` into `run_dir`, resuming from its checkpoints when `cfg.resume` is set."""
-    run_dir = Path(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    save_config(cfg, run_dir)
-    trainer = Trainer(cfg)
+def train(cfg: RunConfig, run_dir: Path | None = None) -> RunResult:
+    """Train `cfg` into `run_dir` (None: a new directory under `runs/`), resuming from its
+    checkpoints when `cfg.resume` is set.
+
+    Everything that can be refused (the agent and env combination, the run directory) is
+    checked before anything is written or compiled: a ConfigError leaves no trace."""
+    with ctrl_c_requests_stop() as stop:
+        trainer = Trainer(cfg)
+        if stop.requested:
+            raise Interrupted("interrupted before training started: nothing was written")
+        if run_dir is None:
+            run_dir = default_run_dir(cfg.agent.name, cfg.env.id)
+            cfg = dataclasses.replace(cfg, log=dataclasses.replace(cfg.log, dir=str(run_dir)))
+        run_dir = Path(run_dir)
+        with claim(run_dir, resume=bool(cfg.resume)):
+            return _train(cfg, run_dir, trainer, stop)
+
+
+def _train(cfg: RunConfig, run_dir: Path, trainer: Trainer, stop: StopRequest) -> RunResult:
     seeds = cfg.seeds
-    display = LiveDisplay(cfg.log.progress, cfg.budget.env_steps, f"{cfg.agent.name} {cfg.env.id}")
     ckpt = Checkpointer(run_dir / "checkpoints", cfg.checkpoint.keep, cfg.checkpoint.replay_buffer)
-    logger = RunLogger(run_dir, seeds, cfg.log.tensorboard)
+    if cfg.resume and ckpt.latest_step() is None:
+        ckpt.close()
+        raise ConfigError(
+            f"resume={cfg.resume}: no checkpoint in {ckpt.directory} (the run stopped before its "
+            f"first one: start it again without resume)"
+        )
+    save_config(cfg, run_dir)
+    display = LiveDisplay(cfg.log.progress, cfg.budget.env_steps, f"{cfg.agent.name} {cfg.env.id}")
 
     t0 = time.perf_counter()
     keys = trainer.seed_keys()
+    iterations = jax.ShapeDtypeStruct((), jnp.int32)
     # XLA compiles outside the GIL: the chunk compiles in a thread while init compiles and runs.
     with ThreadPoolExecutor(max_workers=1) as pool:
         abstract = jax.eval_shape(trainer.init, keys)
-        compiling = pool.submit(lambda: trainer.chunk.lower(abstract).compile())
+        compiling = pool.submit(lambda: trainer.chunk.lower(abstract, iterations).compile())
         with host_errors():
             carry = jax.block_until_ready(trainer.init(keys))
         compiled = compiling.result()
     progress = Progress.start(len(seeds))
     if cfg.resume:
-        if ckpt.latest_step() is None:
-            raise ConfigError(f"resume={cfg.resume}: no checkpoint in {ckpt.directory}")
         fresh_env_state = carry.env_state
         carry, meta = ckpt.restore(carry)
         if trainer.env.spec.family == "host":  # a handle to this process's pools: fresh episodes
@@ -196,52 +254,71 @@ def train(cfg: RunConfig, run_dir: Path) -> RunResult:
         progress = Progress(**meta["progress"])
         display.message(f"resumed from iteration {progress.iteration} in {run_dir}")
     compile_seconds = time.perf_counter() - t0
+    # A resumed run's logs go back to its checkpoint: what a killed run logged after it is redone.
+    logger = RunLogger(run_dir, seeds, cfg.log.tensorboard, progress if cfg.resume else None)
 
     status = "completed"
-    if not cfg.resume:  # so that even a run that fails at once leaves a good checkpoint
-        ckpt.save(0, carry, {"progress": progress.__dict__})
-    saved_iteration = progress.iteration
+    saved_iteration = None if not cfg.resume else progress.iteration
     chunks_done = 0
+
+    def checkpoint() -> None:
+        nonlocal saved_iteration
+        ckpt.save(progress.iteration, carry, {"progress": progress.__dict__})
+        saved_iteration = progress.iteration
+        stop.kept = (
+            f"the checkpoint of iteration {saved_iteration} is kept; continue with resume={run_dir}"
+        )
+
     try:
-        with _StopRequest() as stop:
-            while not _budget_reached(cfg, progress):
-                t_chunk = time.perf_counter()
-                with host_errors():
-                    new_carry, out = compiled(carry)
-                    out = jax.device_get(out)
-                progress.run_seconds += time.perf_counter() - t_chunk
-                if not np.all(out.finite):
-                    bad = [s for s, ok in zip(seeds, out.finite, strict=True) if not ok]
-                    display.message(
-                        f"error: non-finite parameters, metrics or eval returns after iteration "
-                        f"{progress.iteration + cfg.eval.every} (seeds {bad}); stopped. "
-                        f"The last good checkpoint (iteration {saved_iteration}) is kept."
-                    )
-                    status = "nan"
-                    break
-                carry = new_carry
-                _record(cfg, progress, out, logger, compile_seconds)
-                display.update(min(progress.env_steps), _progress_line(trainer, progress, out))
-                chunks_done += 1
-                if stop.requested or chunks_done % cfg.checkpoint.every == 0:
-                    ckpt.save(progress.iteration, carry, {"progress": progress.__dict__})
-                    saved_iteration = progress.iteration
-                if stop.requested:
-                    status = "interrupted"
-                    display.message(
-                        f"interrupted: checkpoint at iteration {progress.iteration} in "
-                        f"{ckpt.directory}; continue with resume={run_dir}"
-                    )
-                    break
+        if saved_iteration is None:  # so that even a run that fails at once has a checkpoint
+            checkpoint()
+        while not _budget_reached(cfg, progress) and not stop.requested:
+            t_chunk = time.perf_counter()
+            with host_errors():
+                new_carry, out = compiled(carry, trainer.next_iterations(progress.env_steps))
+                out = jax.device_get(out)
+            progress.run_seconds += time.perf_counter() - t_chunk
+            if not np.all(out.finite):
+                bad = [s for s, ok in zip(seeds, out.finite, strict=True) if not ok]
+                display.message(
+                    f"error: non-finite parameters, metrics or eval returns after iteration "
+                    f"{progress.iteration + int(np.max(out.iterations))} (seeds {bad}); stopped. "
+                    f"The last good checkpoint (iteration {saved_iteration}) is kept."
+                )
+                status = "nan"
+                break
+            carry = new_carry
+            _record(cfg, progress, out, logger, compile_seconds)
+            display.update(min(progress.env_steps), _progress_line(trainer, progress, out))
+            chunks_done += 1
+            if stop.requested or chunks_done % cfg.checkpoint.every == 0:
+                checkpoint()
+        if stop.requested and status == "completed":
+            status = "interrupted"
+            if saved_iteration != progress.iteration:
+                checkpoint()
+            display.message(
+                f"interrupted: checkpoint at iteration {progress.iteration} in "
+                f"{ckpt.directory}; continue with resume={run_dir}"
+            )
+        elif status == "completed" and saved_iteration != progress.iteration:
+            checkpoint()
+    except (CheckpointError, OSError) as e:  # a full disk, a directory that went read-only
+        status = "failed"
+        kept = (
+            "no checkpoint was written"
+            if saved_iteration is None
+            else f"the checkpoint of iteration {saved_iteration} is kept"
+        )
+        display.message(f"error: {e}; {kept}")
     finally:
-        if status == "completed" and saved_iteration != progress.iteration:
-            ckpt.save(progress.iteration, carry, {"progress": progress.__dict__})
         display.close()
         logger.close()
         ckpt.close()
 
     summary = _summary(cfg, progress, compile_seconds, status)
-    write_json_atomic(run_dir / "summary.json", summary)
+    with contextlib.suppress(OSError):  # a full disk: the error line above has said so
+        write_json_atomic(run_dir / "summary.json", summary)
     if cfg.video and status == "completed":  # after summary.json: a failure here loses nothing
         act = lambda agent_state, obs, key: trainer.agent.act(agent_state, obs, key, True)
         videos = record_videos(trainer.env, act, carry.agent_state, seeds, run_dir)
@@ -264,22 +341,28 @@ def _budget_reached(cfg: RunConfig, progress: Progress) -> bool:
 def _record(
     cfg: RunConfig, progress: Progress, out: ChunkOutput, logger: RunLogger, compile_s: float
 ) -> None:
-    steps = np.asarray(out.metrics["env_steps"], np.int64)  # [seeds, iterations]
+    """Host totals and logs of the iterations each seed ran in this chunk (none for a seed that
+    had reached its budget before it)."""
+    ran = np.asarray(out.iterations, np.int64)  # [seeds]
+    steps = np.asarray(out.metrics["env_steps"], np.int64)  # [seeds, eval.every]
     computed = np.asarray(out.metrics.get("env_steps_computed", steps), np.int64)
     cumulative = np.asarray(progress.env_steps, np.int64)[:, None] + np.cumsum(steps, axis=1)
-    logger.log_iterations(out.metrics, cumulative)
-    progress.iteration += cfg.eval.every
+    logger.log_iterations(out.metrics, cumulative, ran)
+    progress.iteration += int(ran.max())
     rows = []
     for i, seed in enumerate(cfg.seeds):
-        progress.env_steps[i] = int(cumulative[i, -1])
-        progress.env_steps_computed[i] += int(computed[i].sum())
+        if ran[i] == 0:
+            continue
+        progress.iterations[i] += int(ran[i])
+        progress.env_steps[i] = int(cumulative[i, ran[i] - 1])
+        progress.env_steps_computed[i] += int(computed[i, : ran[i]].sum())
         ret = float(np.mean(out.eval_returns[i]))
         progress.final_eval[i] = ret
         progress.best_eval[i] = max(progress.best_eval[i], ret)
         rows.append(
             {
                 "seed": seed,
-                "iteration": progress.iteration,
+                "iteration": progress.iterations[i],
                 "env_steps": progress.env_steps[i],
                 "eval_return": ret,
                 "eval_return_std": float(np.std(out.eval_returns[i])),
@@ -291,8 +374,11 @@ def _record(
 
 def _progress_line(trainer: Trainer, progress: Progress, out: ChunkOutput) -> str:
     parts = [f"iter {progress.iteration}", f"steps {min(progress.env_steps):,}"]
+    last = np.maximum(np.asarray(out.iterations) - 1, 0)
     for name in trainer.progress_metrics:
-        parts.append(f"{name} {float(np.mean(out.metrics[name][:, -1])):.1f}")
+        values = np.asarray(out.metrics[name])
+        latest = values[np.arange(len(last)), last][np.asarray(out.iterations) > 0]
+        parts.append(f"{name} {float(np.mean(latest)):.1f}")
     parts.append(f"eval {np.mean(progress.final_eval):.1f}")
     sps = sum(progress.env_steps) / max(progress.run_seconds, 1e-9)
     parts.append(f"{sps:,.0f} steps/s")
@@ -323,6 +409,7 @@ def _summary(
                 "final_eval_return": finite_or_none(progress.final_eval[i]),
                 "best_eval_return": finite_or_none(progress.best_eval[i]),
                 "env_steps": progress.env_steps[i],
+                "iterations": progress.iterations[i],
             }
             for i, seed in enumerate(cfg.seeds)
         ],

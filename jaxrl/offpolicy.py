@@ -60,6 +60,16 @@ class OffPolicyConfig:
             self.iteration_steps >= 1, f"agent.iteration_steps={self.iteration_steps} must be >= 1"
         )
         require(0 <= self.gamma <= 1, f"agent.gamma={self.gamma} must be in [0, 1]")
+        require(
+            self.batch_size <= self.buffer_size,
+            f"agent.batch_size={self.batch_size} must be <= agent.buffer_size="
+            f"{self.buffer_size}: minibatches are drawn from the buffer",
+        )
+        require(
+            self.learning_starts <= self.buffer_size,
+            f"agent.learning_starts={self.learning_starts} must be <= agent.buffer_size="
+            f"{self.buffer_size}: the random warm-up fills the buffer once",
+        )
         check_mlp(self.hidden_sizes, self.activation)
 
 
@@ -241,4 +251,5 @@ def make_off_policy(
         params=lambda state: jnp.concatenate(
             [jnp.ravel(x) for x in jax.tree.leaves(learner.params(state.learner))]
         ),
+        steps_per_iteration=cfg.iteration_steps,
     )

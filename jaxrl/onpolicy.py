@@ -480,4 +480,10 @@ def make_on_policy(
     def flat_params(state: OnPolicyState) -> Array:
         return jnp.concatenate([jnp.ravel(x) for x in jax.tree.leaves(state.params)])
 
-    return Agent(init=init, act=act, train_step=train_step, params=flat_params)
+    return Agent(
+        init=init,
+        act=act,
+        train_step=train_step,
+        params=flat_params,
+        steps_per_iteration=None if episodic else num_steps * num_envs,
+    )

@@ -2,9 +2,11 @@
 `sweep.csv` (every seed's eval curve on a common env-step axis, with the mean and a 95% bootstrap
 confidence band over seeds) and `sweep.png` (the band around the mean, each seed faint behind).
 
-Seeds are aligned by env steps. Where they differ between seeds (REINFORCE's whole-episode
-iterations, say) each curve is linearly interpolated onto the first seed's steps, up to the
-shortest seed's last evaluation, rather than pretending the evaluations were simultaneous.
+Seeds are aligned by env steps. Where they differ between seeds (ES and REINFORCE count the
+steps of whole episodes, so each seed evaluates at its own step counts) the curves are
+interpolated linearly onto the union of their evaluation steps, from the latest first evaluation
+to the latest last one; a seed that stopped earlier (it reached its budget first) holds its final
+return, rather than pretending the evaluations were simultaneous.
 """
 
 from __future__ import annotations
@@ -67,8 +69,10 @@ def align(curves: dict[int, tuple[np.ndarray, np.ndarray]]) -> SweepCurves:
         grid = steps[0]
         returns = np.stack([curves[s][1] for s in seeds])
     else:
-        last = min(x[-1] for x in steps)
-        grid = steps[0][steps[0] <= last]
+        first = max(x[0] for x in steps)
+        union = np.unique(np.concatenate(steps))
+        grid = union[union >= first]
+        # np.interp holds the end values: a seed that finished first keeps its final return.
         returns = np.stack([np.interp(grid, *curves[s]) for s in seeds])
     low, high = bootstrap_ci(returns)
     return SweepCurves(grid, seeds, returns, returns.mean(axis=0), low, high)

@@ -93,3 +93,6 @@ class Agent(NamedTuple):
     act: Callable[[PyTree, Array, Key, bool], Array]  # bool: deterministic (evaluation)
     train_step: Callable[[PyTree, PyTree, Key], tuple[PyTree, PyTree, Metrics]]
     params: Callable[[PyTree], PyTree]  # the policy parameters, for NaN checks and export
+    # Env steps every `train_step` counts, when that is fixed (a rollout of num_steps × envs);
+    # None where it varies (whole episodes: ES, ERL, REINFORCE).
+    steps_per_iteration: int | None = None

@@ -19,6 +19,7 @@ last one showing the state the episode ended in (the state before any auto-reset
 
 from __future__ import annotations
 
+import ctypes.util
 import logging
 import os
 import warnings
@@ -68,14 +69,51 @@ class Videos(NamedTuple):
     warning: str | None  # why there are no videos
 
 
+def use_headless_gl() -> str | None:
+    """MuJoCo envs (`gym/Hopper-v5`...) render through OpenGL, by default through a window
+    system; with no display, point them at EGL or OSMesa (Gymnasium reads `MUJOCO_GL` when it
+    creates the renderer). Returns the reason no backend could be chosen, if none could."""
+    if os.environ.get("MUJOCO_GL") or os.environ.get("DISPLAY"):
+        return None
+    for backend, library in (("egl", "EGL"), ("osmesa", "OSMesa")):
+        if ctypes.util.find_library(library):
+            os.environ["MUJOCO_GL"] = backend
+            os.environ.setdefault("PYOPENGL_PLATFORM", backend)
+            return None
+    return (
+        "no display and neither EGL nor OSMesa found for MuJoCo's offscreen rendering "
+        "(Debian/Ubuntu: apt-get install libegl1 libgl1-mesa-dri; then MUJOCO_GL=egl)"
+    )
+
+
 def record_videos(env: Any, act: Act, agent_states: Any, seeds: list[int], run_dir: Path) -> Videos:
     """One episode per seed of `act` under each seed's agent state (leading axis = seeds)."""
+    no_gl = use_headless_gl()
     make_frames = _frame_source(env)
     if isinstance(make_frames, str):
         logger.warning(make_frames)
         return Videos([], [], [], make_frames)
     act = jax.jit(act)
     out = Videos([], [], [], None)
+    try:
+        _record_each(make_frames, act, agent_states, seeds, run_dir, out)
+    except Exception as e:
+        reason = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
+        hint = f" ({no_gl})" if no_gl else ""
+        warning = f"video=true, but {env.spec.name} could not be drawn: {reason}{hint}; no video"
+        logger.warning(warning)
+        return out._replace(warning=warning)
+    return out
+
+
+def _record_each(
+    make_frames: FrameSource,
+    act: Act,
+    agent_states: Any,
+    seeds: list[int],
+    run_dir: Path,
+    out: Videos,
+) -> None:
     for index, seed in enumerate(seeds):
         state = jax.tree.map(lambda x, i=index: x[i], agent_states)
         policy = lambda obs, key, state=state: act(state, obs, key)
@@ -85,7 +123,6 @@ def record_videos(env: Any, act: Act, agent_states: Any, seeds: list[int], run_d
         out.paths.append(path)
         out.lengths.append(totals["length"])
         out.returns.append(totals["return"])
-    return out
 
 
 FrameSource = Callable[[Callable, int], tuple[Iterator[np.ndarray], int, dict[str, Any]]]
@@ -220,10 +257,14 @@ def write_mp4(frames: Iterator[np.ndarray], path: Path, fps: int) -> int:
     writer = imageio.get_writer(
         path, format="FFMPEG", mode="I", fps=fps, codec="libx264", macro_block_size=2
     )
-    with warnings.catch_warnings(), writer:
-        # JAX warns on every fork; ffmpeg's subprocess is a fork straight into exec, which is safe.
-        warnings.filterwarnings("ignore", "os.fork", RuntimeWarning)
-        for frame in frames:
-            writer.append_data(np.asarray(frame, np.uint8))
-            count += 1
+    try:
+        with warnings.catch_warnings(), writer:
+            # JAX warns on every fork; ffmpeg's subprocess is a fork straight into exec: safe.
+            warnings.filterwarnings("ignore", "os.fork", RuntimeWarning)
+            for frame in frames:
+                writer.append_data(np.asarray(frame, np.uint8))
+                count += 1
+    except BaseException:
+        path.unlink(missing_ok=True)  # no half-written video left behind
+        raise
     return count

@@ -3,6 +3,6 @@
 
 from __future__ import annotations
 
-from jaxrl.run import enable_compilation_cache
+from jaxrl.cli import enable_compilation_cache
 
 enable_compilation_cache()

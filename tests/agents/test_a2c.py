@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import jaxrl
 from agents.a2c import A2CConfig
-from jaxrl.run import compose
+from jaxrl.cli import compose
 
 
 def test_yaml_composes_onto_the_schema():

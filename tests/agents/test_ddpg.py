@@ -13,9 +13,9 @@ import envs
 import jaxrl
 from agents.ddpg import DDPGConfig
 from agents.td3 import make_td3_learner, td3_networks
+from jaxrl.cli import compose
 from jaxrl.config import EnvConfig
 from jaxrl.prng import make_key
-from jaxrl.run import compose
 from jaxrl.types import EnvSpec, Transition
 
 QUIET = ("log.progress=false", "log.tensorboard=false")

@@ -29,11 +29,11 @@ from agents.dqn import (
     td_target,
 )
 from envs.host import HostEnvConfig
+from jaxrl.cli import compose
 from jaxrl.config import ConfigError, EnvConfig
 from jaxrl.env import random_actions
 from jaxrl.networks import conv_valid
 from jaxrl.prng import make_key
-from jaxrl.run import compose
 from jaxrl.types import Box, Discrete, EnvSpec, Transition
 
 REPO = Path(__file__).resolve().parents[2]

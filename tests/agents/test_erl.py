@@ -14,11 +14,11 @@ import envs
 import jaxrl
 from agents.erl import ArgmaxActions, ERLConfig, collect_episodes, make_erl
 from jaxrl import ga, replay
+from jaxrl.cli import compose
 from jaxrl.config import ConfigError, EnvConfig
 from jaxrl.offpolicy import example_transition
 from jaxrl.prng import make_key
 from jaxrl.rollout import run_episodes
-from jaxrl.run import compose
 
 QUIET = ("log.progress=false", "log.tensorboard=false")
 # A small generation: 4 members x 2 episodes + 1 learner episode = 9 envs, 16-16 nets, a few

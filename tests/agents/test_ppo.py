@@ -8,7 +8,7 @@ import pytest
 
 import jaxrl
 from agents.ppo import PPOConfig
-from jaxrl.run import compose
+from jaxrl.cli import compose
 from jaxrl.sweep import summarize
 
 QUIET = ("log.progress=false", "log.tensorboard=false")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import jaxrl
 from agents.reinforce import REINFORCEConfig
-from jaxrl.run import compose
+from jaxrl.cli import compose
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -25,11 +25,11 @@ from agents.sac import (
     sac_target,
     soft_target,
 )
+from jaxrl.cli import compose
 from jaxrl.config import ConfigError, EnvConfig
 from jaxrl.loop import Trainer
 from jaxrl.offpolicy import Learner
 from jaxrl.prng import make_key
-from jaxrl.run import compose
 from jaxrl.types import EnvSpec, Transition
 
 QUIET = ("log.progress=false", "log.tensorboard=false")

@@ -21,11 +21,11 @@ from agents.td3 import (
     td3_target,
     td_target,
 )
+from jaxrl.cli import compose
 from jaxrl.config import ConfigError, EnvConfig
 from jaxrl.loop import Trainer
 from jaxrl.offpolicy import soft_update
 from jaxrl.prng import make_key
-from jaxrl.run import compose
 from jaxrl.types import Box, EnvSpec, Transition
 
 QUIET = ("log.progress=false", "log.tensorboard=false")

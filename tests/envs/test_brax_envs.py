@@ -17,8 +17,8 @@ import pytest
 
 import envs
 from envs.brax_envs import BraxEnv, BraxEnvConfig, make_brax
+from jaxrl.cli import compose
 from jaxrl.config import ConfigError
-from jaxrl.run import compose
 from jaxrl.types import Box, EnvSpec, TimeStep
 
 

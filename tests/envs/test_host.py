@@ -24,9 +24,9 @@ import jaxrl
 from envs import host
 from envs.gym_pool import GymnasiumPool, make_gymnasium
 from envs.host import HostEnv, HostEnvConfig, HostEnvError, host_errors, seed_from_key
+from jaxrl.cli import compose
 from jaxrl.config import ConfigError, EnvConfig
 from jaxrl.prng import make_key
-from jaxrl.run import compose
 
 QUIET = ("log.progress=false", "log.tensorboard=false")
 CAP = 15  # CartPole episode cap for the parity tests: random play both terminates and truncates

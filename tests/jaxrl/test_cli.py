@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from jaxrl.run import compose, main
+from jaxrl.cli import compose, main
 
 TINY = ("agent.population_size=8", "agent.episodes_per_member=1", "agent.hidden_sizes=[8]")
 
@@ -37,7 +37,7 @@ def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
         (["seed=abc"], "error: invalid value for 'seed'"),
         (["agent.population_size=63"], "error: agent.population_size=63 must be even"),
         (["agent.sigma=-0.1"], "error: agent.sigma=-0.1 must be > 0"),
-        (["budget.env_steps=0"], "error: budget.env_steps=0.0 must be > 0"),
+        (["budget.env_steps=0"], "error: budget.env_steps=0.0 must be a number of env steps"),
         (
             ["agent.fitness_shaping=raw"],
             "error: agent.fitness_shaping='raw' is not one of: centered_ranks, zscore",

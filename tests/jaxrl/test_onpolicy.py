@@ -21,11 +21,11 @@ import envs
 from agents.a2c import A2CConfig, a2c_loss
 from agents.ppo import PPOConfig, make_ppo, ppo_loss
 from agents.reinforce import REINFORCEConfig, make_reinforce, reinforce_loss
+from jaxrl.cli import compose
 from jaxrl.config import ConfigError, EnvConfig
 from jaxrl.distributions import Categorical, DiagGaussian, TanhGaussian
 from jaxrl.networks import ActorCritic, action_head
 from jaxrl.onpolicy import Sample, gae, shuffled_minibatches
-from jaxrl.run import compose
 from jaxrl.types import Box, Discrete
 
 REPO = Path(__file__).resolve().parents[2]

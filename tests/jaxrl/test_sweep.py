@@ -68,9 +68,28 @@ def test_seeds_with_different_steps_are_interpolated(tmp_path):
         ],
     )
     curves = summarize(tmp_path)
-    np.testing.assert_array_equal(curves.env_steps, [100, 200])
-    # seed 1 at 100 is before its first point (held at 10); at 200 halfway between 10 and 30
-    np.testing.assert_allclose(curves.returns, [[0.0, 20.0], [10.0, 20.0]])
+    # From the latest first evaluation (150) over the union of steps; seed 0 at 150 is halfway
+    # between 0 and 20, and it holds its final 20 at 250, after it stopped.
+    np.testing.assert_array_equal(curves.env_steps, [150, 200, 250])
+    np.testing.assert_allclose(curves.returns, [[10.0, 20.0, 20.0], [10.0, 20.0, 30.0]])
+
+
+def test_es_like_seeds_that_evaluate_at_unrelated_steps(tmp_path):
+    """ES counts whole episodes: one seed's evaluations can all come before another's first
+    (the sweep crashed on this); the later seed's first step starts the common axis."""
+    write_evals(
+        tmp_path,
+        [
+            (0, 5, 300, 100.0, 0.0, 1.0),
+            (1, 5, 700, 300.0, 0.0, 1.0),
+            (0, 10, 600, 200.0, 0.0, 2.0),
+            (1, 10, 900, 500.0, 0.0, 2.0),
+        ],
+    )
+    curves = summarize(tmp_path)
+    np.testing.assert_array_equal(curves.env_steps, [700, 900])
+    np.testing.assert_allclose(curves.returns, [[200.0, 200.0], [300.0, 500.0]])
+    np.testing.assert_allclose(curves.mean, [250.0, 350.0])
 
 
 def test_bootstrap_band_narrows_with_agreement():

@@ -1,0 +1,480 @@
+"""The command line behind `python -m jaxrl.run` (whose module is only the entry point).
+
+A single run composes its config once, with Hydra's compose API, and runs it; `-m` sweeps go
+through Hydra's app (launchers, sweepers), each job composing its own. Every override is checked
+before anything is written or compiled (for sweeps: every job's), so bad input ends in one line
+naming what was wrong and what is valid (exit status 2), never in a traceback from Hydra or JAX.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import itertools
+import json
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+import hydra
+from hydra.core.config_store import ConfigStore
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import HydraException
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
+
+import agents
+import envs
+from envs.host import HostEnvError
+from jaxrl.config import ConfigError, EnvConfig, RunConfig, to_dict
+from jaxrl.interrupt import EXIT_INTERRUPTED
+
+EXIT_BAD_INPUT = 2
+EXIT_FAILED = 1
+CONFIG_MODULE = "jaxrl.conf"
+
+
+def register_configs(env_ids: Sequence[str] = ()) -> None:
+    """Schemas and one env node per registered env name and per name in `env_ids` (open-ended
+    families: `gym/<any Gymnasium id>`, `ALE/<Game>-v5`), so `env=<any valid name>` composes
+    without a YAML file per env (DESIGN.md §6)."""
+    cs = ConfigStore.instance()
+    cs.store(name="base_config", node=_schema(RunConfig))
+    for name, entry in agents.REGISTRY.items():
+        cs.store(group="schema/agent", name=name, node=_schema(entry.config))
+    for env_id in dict.fromkeys((*envs.registered(), *env_ids)):
+        # `brax/hopper` is option `hopper` of the nested group `env/brax`.
+        group, _, name = f"env/{env_id}".rpartition("/")
+        cs.store(group=group, name=name, node=_schema(envs.config_for(env_id)))
+
+
+def _schema(obj: Any) -> DictConfig:
+    """A structured node Hydra may merge into: OmegaConf makes frozen dataclasses read-only, but
+    ours are frozen only so that compiled code can close over them safely."""
+    node = OmegaConf.structured(obj)
+
+    def unfreeze(n: Any) -> None:
+        OmegaConf.set_readonly(n, None)
+        if isinstance(n, DictConfig):
+            for key in n:
+                child = n._get_node(key)
+                if isinstance(child, DictConfig):
+                    unfreeze(child)
+
+    unfreeze(node)
+    return node
+
+
+def to_run_config(cfg: DictConfig) -> RunConfig:
+    """The composed Hydra config as frozen dataclasses; range checks run in their __post_init__."""
+    _refuse_added_keys(cfg)
+    try:
+        run_cfg = OmegaConf.to_object(cfg)
+    except OmegaConfBaseException as e:
+        cause = e.__cause__ or e.__context__
+        if isinstance(cause, ConfigError):
+            raise cause from None
+        raise ConfigError(_omegaconf_message(e)) from None
+    assert isinstance(run_cfg, RunConfig)
+    return run_cfg
+
+
+def _refuse_added_keys(cfg: DictConfig) -> None:
+    """Keys `+key=value` added that the schema does not have (`+env.kwargs.g=1` on an env without
+    kwargs): the same message as any unknown key, before OmegaConf trips over them."""
+    for section in ("agent", "env"):
+        node = cfg.get(section)
+        schema = OmegaConf.get_type(node) if isinstance(node, DictConfig) else None
+        if schema is None or not dataclasses.is_dataclass(schema):
+            continue
+        known = {f.name for f in fields(schema)}
+        extra = [k for k in node if k not in known]
+        if extra:
+            raise ConfigError(
+                f"unknown config key '{section}.{extra[0]}'; valid keys under '{section}': "
+                f"{', '.join(f.name for f in fields(schema))}"
+            )
+
+
+def compose(overrides: list[str]) -> RunConfig:
+    """Compose and validate a run config from command-line style overrides (also the Python API)."""
+    check_group_choices(overrides)
+    try:
+        cfg = _compose_node(overrides)
+    except (HydraException, OmegaConfBaseException) as e:
+        raise ConfigError(_explain_composition_error(e, overrides)) from None
+    return to_run_config(cfg)
+
+
+def _compose_node(overrides: list[str]) -> DictConfig:
+    """Hydra's composition of `config.yaml` with the overrides, schemas registered first (so it
+    also works in a fresh process that only loads or resumes a run)."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_module
+
+    register_configs(env_choices(overrides))
+    if GlobalHydra.instance().is_initialized():  # inside a Hydra job: its search path is ours
+        return hydra_compose("config", overrides=overrides)
+    with initialize_config_module(CONFIG_MODULE, version_base="1.3"):
+        return hydra_compose("config", overrides=overrides)
+
+
+def check_group_choices(overrides: list[str]) -> None:
+    """Unknown `agent=`/`env=` names, said with the valid ones (Hydra's own message is a page)."""
+    for override in overrides:
+        key, _, value = override.partition("=")
+        key = key.lstrip("+~")
+        if key == "agent" and value not in agents.REGISTRY:
+            raise ConfigError(
+                f"unknown agent '{value}'; valid agents: {', '.join(agents.REGISTRY)}"
+            )
+    for env_id in env_choices(overrides):
+        envs.check_id(env_id)
+
+
+def env_choices(overrides: Sequence[str]) -> list[str]:
+    """The env names `env=` overrides choose, sweeps (`env=a,b`) included."""
+    choices = []
+    for override in overrides:
+        key, sep, value = override.partition("=")
+        if key.lstrip("+~") != "env" or not sep:
+            continue
+        try:
+            (parsed,) = OverridesParser.create().parse_overrides([override])
+        except HydraException:
+            choices.append(value)
+            continue
+        if parsed.is_sweep_override():
+            choices.extend(parsed.sweep_string_iterator())
+        else:  # the value as written: `gym/my_module:MyEnv-v0` keeps its colon
+            choices.append(str(parsed.value()))
+    return choices
+
+
+def _find_omegaconf_error(e: BaseException) -> OmegaConfBaseException | None:
+    seen = e
+    while seen is not None:
+        if isinstance(seen, OmegaConfBaseException):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def _explain_composition_error(e: BaseException, overrides: list[str]) -> str:
+    inner = _find_omegaconf_error(e)
+    if inner is None:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        return f"cannot use overrides {overrides}: {first}"
+    if isinstance(inner, ConfigAttributeError | ConfigKeyError):
+        full_key = inner.full_key or ""
+        parent = full_key.rpartition(".")[0]
+        valid = ", ".join(valid_keys(parent, overrides))
+        return f"unknown config key '{full_key}'; valid keys{_under(parent)}: {valid}"
+    return _omegaconf_message(inner)
+
+
+def _under(parent: str) -> str:
+    return f" under '{parent}'" if parent else ""
+
+
+def _omegaconf_message(e: OmegaConfBaseException) -> str:
+    full_key = getattr(e, "full_key", None) or "?"
+    reason = str(getattr(e, "msg", e)).strip().splitlines()[0]
+    return f"invalid value for '{full_key}': {reason}"
+
+
+def valid_keys(parent: str, overrides: list[str]) -> list[str]:
+    """The keys a section accepts, read off the schema of the chosen agent (or the run config)."""
+    node: Any = RunConfig
+    if parent:
+        head = parent.split(".")[0]
+        if head == "agent":
+            choice = next((o.split("=", 1)[1] for o in overrides if o.startswith("agent=")), "es")
+            node = agents.REGISTRY[choice].config
+        elif head == "env":
+            choice = next(iter(env_choices(overrides)), None)
+            node = EnvConfig
+            if choice is not None:
+                with contextlib.suppress(ConfigError):
+                    node = type(envs.config_for(choice))
+        else:
+            node = {f.name: f for f in fields(RunConfig)}.get(head)
+            node = (
+                node.default_factory
+                if node is not None and callable(node.default_factory)
+                else None
+            )
+        if node is None:
+            return [f.name for f in fields(RunConfig)]
+    return [f.name for f in fields(node)]
+
+
+def plan(overrides: list[str], run_dir: str | Path | None = None) -> tuple[RunConfig, Path | None]:
+    """The validated config of a single run and its directory (None: a new one under `runs/`,
+    made once the run is known to be valid). `resume=<dir>` continues that run with its own
+    config; the keys in `RESUMABLE` may be overridden beside it."""
+    resume = next((v for k, v in _key_values(overrides) if k == "resume" and v), None)
+    if resume is not None:
+        others = [o for o in overrides if _key(o) != "resume"]
+        return resumed_config(resume, others), Path(resume).expanduser()
+    hydra_dir = [v for k, v in _key_values(overrides) if k == "hydra.run.dir"]
+    others = [o for o in overrides if not _key(o).startswith(("hydra.", "hydra/"))]
+    stray = [
+        o
+        for o in overrides
+        if _key(o).startswith(("hydra.", "hydra/"))
+        and o not in [f"hydra.run.dir={d}" for d in hydra_dir]
+    ]
+    if stray:
+        raise ConfigError(
+            f"{stray[0]}: Hydra's settings take effect with -m (multirun) only, except "
+            f"hydra.run.dir; a single run's directory is log.dir"
+        )
+    cfg = compose(others)
+    chosen = run_dir or cfg.log.dir or (hydra_dir[-1] if hydra_dir else None)
+    if chosen:
+        path = Path(chosen).expanduser()
+        cfg = dataclasses.replace(cfg, log=dataclasses.replace(cfg.log, dir=str(path)))
+        return cfg, path
+    return cfg, None
+
+
+# What a resumed run may change: how long it goes on and what it writes, never what it learns.
+RESUMABLE = (
+    "budget.env_steps",
+    "budget.target_return",
+    "eval.every",
+    "eval.episodes",
+    "log.progress",
+    "log.tensorboard",
+    "checkpoint.every",
+    "checkpoint.keep",
+    "video",
+)
+
+
+def resumed_config(run_dir: str | Path, overrides: Sequence[str] = ()) -> RunConfig:
+    """The config a run was started with (its `config.json`), with `overrides` of `RESUMABLE`
+    keys applied: a resumed run continues the same training."""
+    run_dir = Path(run_dir).expanduser()
+    path = run_dir / "config.json"
+    if not path.exists():
+        raise ConfigError(f"resume={run_dir}: no config.json there (is it a jaxrl run directory?)")
+    try:
+        saved = json.loads(path.read_text())
+        name, env_id = saved["agent"]["name"], saved["env"]["id"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise ConfigError(f"resume={run_dir}: config.json is not readable: {e}") from None
+    changed = [_key(o).lstrip("+~") for o in overrides]
+    for key in changed:
+        if key not in RESUMABLE:
+            raise ConfigError(
+                f"resume={run_dir}: '{key}' cannot change when a run continues (it would not be "
+                f"the same run); keys that can: {', '.join(RESUMABLE)}"
+            )
+    if changed:
+        fresh = to_dict(compose([f"agent={name}", f"env={env_id}", *overrides]))
+        for key in changed:
+            section, _, leaf = key.rpartition(".")
+            source, target = (fresh, saved) if not section else (fresh[section], saved[section])
+            target[leaf] = source[leaf]
+    saved["resume"] = str(run_dir)
+    saved["log"]["dir"] = str(run_dir)
+    return config_from_dict(saved, f"resume={run_dir}")
+
+
+def config_from_dict(data: dict[str, Any], origin: str) -> RunConfig:
+    """A `RunConfig` from its `to_dict` form (a run's config.json), checked like any other."""
+    try:
+        agent_cls = agents.REGISTRY[data["agent"]["name"]].config
+    except KeyError:
+        raise ConfigError(
+            f"{origin}: the run's agent '{data['agent'].get('name')}' is not one of this jaxrl's: "
+            f"{', '.join(agents.REGISTRY)}"
+        ) from None
+    env_cls = type(envs.config_for(data["env"]["id"]))
+    nested = {"agent": _dataclass_from(agent_cls, data["agent"], origin)}
+    nested["env"] = _dataclass_from(env_cls, data["env"], origin)
+    return _dataclass_from(RunConfig, {**data, **nested}, origin)
+
+
+def _dataclass_from(cls: type, data: dict[str, Any], origin: str) -> Any:
+    known = {f.name: f for f in fields(cls)}
+    unknown = sorted(set(data) - set(known))
+    if unknown:
+        raise ConfigError(
+            f"{origin}: config.json has keys this jaxrl does not know ({', '.join(unknown)}): "
+            f"it was written by another version"
+        )
+    values = {}
+    for name, value in data.items():
+        factory = known[name].default_factory
+        if isinstance(value, dict) and dataclasses.is_dataclass(factory):
+            value = _dataclass_from(factory, value, origin)
+        values[name] = value
+    return cls(**values)
+
+
+def _key(override: str) -> str:
+    return override.partition("=")[0].lstrip("+~")
+
+
+def _key_values(overrides: Sequence[str]) -> list[tuple[str, str]]:
+    return [(_key(o), o.partition("=")[2]) for o in overrides]
+
+
+def enable_compilation_cache() -> None:
+    """Persistent XLA cache: a second run of the same config skips most of its compile time."""
+    import jax
+
+    cache_dir = os.environ.get("JAXRL_CACHE_DIR", str(Path.home() / ".cache" / "jaxrl" / "xla"))
+    jax.config.update("jax_compilation_cache_dir", cache_dir)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+
+
+def execute(cfg: RunConfig, run_dir: Path | None) -> int:
+    """Train, print the one-line result, and return the exit status."""
+    from jaxrl.loop import Interrupted, train
+
+    try:
+        result = train(cfg, run_dir)
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except HostEnvError as e:  # the env's own message; the last checkpoint is kept
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_FAILED
+    except Interrupted as e:
+        print(str(e), file=sys.stderr)
+        return EXIT_INTERRUPTED
+    s = result.summary
+    print(
+        f"{result.status}: {s['agent']} on {s['env']} | final eval return "
+        f"{_return(s['final_eval_return'])} (best {_return(s['best_eval_return'])}) | "
+        f"{s['env_steps']:,} env steps | compile "
+        f"{s['compile_seconds']:.1f}s, run {s['run_seconds']:.1f}s, "
+        f"{s['env_steps_per_second']:,.0f} steps/s | {result.run_dir}"
+        + (f" | videos in {Path(s['videos'][0]).parent}" if s.get("videos") else "")
+    )
+    return {"completed": 0, "interrupted": EXIT_INTERRUPTED}.get(result.status, EXIT_FAILED)
+
+
+def _return(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.1f}"
+
+
+@hydra.main(config_path="conf", config_name="config", version_base="1.3")
+def _hydra_job(cfg: DictConfig) -> None:
+    """One job of a `-m` sweep (or a run with Hydra's own flags): its directory is Hydra's."""
+    try:
+        run_cfg = to_run_config(cfg)
+        run_dir = Path(run_cfg.log.dir or HydraConfig.get().runtime.output_dir)
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(EXIT_BAD_INPUT)
+    code = execute(run_cfg, run_dir)
+    if code:
+        sys.exit(code)
+
+
+# Hydra's flags: those that print and exit, those that take a value, and multirun.
+HYDRA_INFO_FLAGS = (
+    "--help",
+    "-h",
+    "--hydra-help",
+    "--info",
+    "-i",
+    "--version",
+    "--shell-completion",
+    "-sc",
+)
+HYDRA_VALUE_FLAGS = (
+    "--cfg",
+    "-c",
+    "--package",
+    "-p",
+    "--config-path",
+    "-cp",
+    "--config-name",
+    "-cn",
+    "--config-dir",
+    "-cd",
+)
+MULTIRUN_FLAGS = ("-m", "--multirun")
+MAX_VALIDATED_JOBS = 1000
+
+
+def split_argv(argv: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(Hydra flags with their values, overrides)."""
+    flags, overrides = [], []
+    tokens = iter(argv)
+    for token in tokens:
+        if token.startswith("-"):
+            flags.append(token)
+            if token in HYDRA_VALUE_FLAGS:
+                flags.append(next(tokens, ""))
+        else:
+            overrides.append(token)
+    return flags, overrides
+
+
+def validate_sweep(overrides: list[str]) -> None:
+    """Every job of a basic `-m` sweep, composed and checked before the first one runs."""
+    parsed = OverridesParser.create().parse_overrides(overrides)
+    choices: list[list[str]] = []
+    for override, item in zip(overrides, parsed, strict=True):
+        key = _key(override)
+        if key == "resume":
+            raise ConfigError("resume= continues one run; it cannot be swept with -m")
+        if key == "log.dir":
+            raise ConfigError(
+                "log.dir names one run directory; with -m each job gets its own under "
+                "hydra.sweep.dir"
+            )
+        if key.startswith(("hydra.", "hydra/")):
+            continue
+        if item.is_sweep_override() and not item.is_discrete_sweep():
+            continue  # a range or interval is the sweeper's to sample: checked per job
+        values = list(item.sweep_string_iterator()) if item.is_sweep_override() else None
+        prefix = override.partition("=")[0]
+        choices.append([f"{prefix}={v}" for v in values] if values else [override])
+    jobs = itertools.islice(itertools.product(*choices), MAX_VALIDATED_JOBS)
+    for job in jobs:
+        compose(list(job))
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python -m jaxrl.run [overrides]`: exits with 0 (completed), 1 (failed: NaN, env error,
+    write error), 2 (bad input) or 130 (interrupted)."""
+    argv = sys.argv[1:] if argv is None else argv
+    flags, overrides = split_argv(argv)
+    try:
+        if any(f.partition("=")[0] in HYDRA_INFO_FLAGS for f in flags):
+            register_configs(env_choices(overrides))
+        elif any(f in MULTIRUN_FLAGS for f in flags):
+            validate_sweep(overrides)
+        elif flags:  # --cfg job and the like: Hydra prints the config these overrides compose
+            compose([o for o in overrides if not _key(o).startswith(("hydra.", "hydra/"))])
+        else:
+            enable_compilation_cache()
+            sys.exit(execute(*plan(overrides)))
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(EXIT_BAD_INPUT)
+    except HydraException as e:
+        print(f"error: cannot parse overrides: {_first_line(e)}", file=sys.stderr)
+        sys.exit(EXIT_BAD_INPUT)
+    enable_compilation_cache()
+    sys.argv = [sys.argv[0], *flags, *overrides]  # Hydra's parser wants the overrides together
+    _hydra_job()
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__

@@ -1,0 +1,85 @@
+"""A run directory belongs to one run: one process writes it at a time, and a new run never
+writes into the directory of another (it would interleave `evals.csv` and overwrite the config,
+summary and checkpoints). `resume=<dir>` is how a run continues in its own directory.
+
+The lock is `flock` on `<dir>/.lock`: the kernel drops it when the process ends, however it ends
+(kill -9 included), so a dead run never leaves a stale lock behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import fcntl
+import itertools
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from jaxrl.config import ConfigError
+
+LOCK_FILE = ".lock"
+CHECKPOINTS = "checkpoints"
+
+
+def default_run_dir(agent: str, env_id: str, parent: Path = Path("runs")) -> Path:
+    """`runs/<agent>/<env>/<time>`, made now; `-1`, `-2`... are appended when runs start in the
+    same second, so every run started without `log.dir` gets a directory of its own."""
+    stamp = datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
+    base = parent / agent / env_id / stamp
+    try:
+        base.parent.mkdir(parents=True, exist_ok=True)
+        for n in itertools.count():
+            path = base if n == 0 else base.with_name(f"{stamp}-{n}")
+            with contextlib.suppress(FileExistsError):
+                path.mkdir()
+                return path
+    except OSError as e:
+        raise ConfigError(f"cannot create a run directory under {parent}: {_reason(e)}") from None
+    raise AssertionError("unreachable")
+
+
+@contextlib.contextmanager
+def claim(run_dir: Path, resume: bool) -> Iterator[None]:
+    """Hold `run_dir` for this process while the block runs. ConfigError if it cannot be a run
+    directory (a file, not creatable or not writable), if another process holds it, or if it
+    already holds a run and this is not a resume of it."""
+    label = f"resume={run_dir}" if resume else f"log.dir={run_dir}"
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(run_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as e:
+        raise ConfigError(f"{label}: cannot be a run directory: {_reason(e)}") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            owner = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+            raise ConfigError(
+                f"{label}: another run (process {owner}) is writing this directory; one run "
+                f"writes a run directory at a time"
+            ) from None
+        if not resume and holds_run(run_dir):
+            raise ConfigError(
+                f"{label} already holds a run; continue it with resume={run_dir}, or choose "
+                f"another log.dir"
+            )
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        except OSError as e:
+            raise ConfigError(f"{label}: cannot write there: {_reason(e)}") from None
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def holds_run(run_dir: Path) -> bool:
+    """A run has trained here: it wrote a checkpoint (every run writes one before its first
+    chunk). A run that failed before that left nothing a new one could lose."""
+    directory = run_dir / CHECKPOINTS
+    return directory.is_dir() and any(p.name.isdigit() for p in directory.iterdir())
+
+
+def _reason(e: OSError) -> str:
+    return e.strerror or str(e)
