@@ -27,13 +27,20 @@ BULLET = (
 )
 PIXEL = ("pixel/CartPole-v1",)
 OPEN_ENDED = ("gym/<any Gymnasium id>", "ALE/<Game>-v5")
+# The JAX-native family (gymnax) with Gymnasium's own episode caps (gymnax's params carry them
+# too, but `VectorEnv` enforces the cap so that truncation is reported apart from termination).
+# Listed here so that naming an env, or refusing a bad one, does not import gymnax (~2 s).
+GYMNAX_MAX_EPISODE_STEPS = {
+    "CartPole-v1": 500,
+    "Acrobot-v1": 500,
+    "MountainCar-v0": 200,
+    "MountainCarContinuous-v0": 999,
+    "Pendulum-v1": 200,
+}
 
 
-@functools.cache
 def _jax_native() -> tuple[str, ...]:
-    from envs.gymnax_envs import MAX_EPISODE_STEPS
-
-    return tuple(MAX_EPISODE_STEPS)
+    return tuple(GYMNAX_MAX_EPISODE_STEPS)
 
 
 @functools.cache

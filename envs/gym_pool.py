@@ -35,6 +35,7 @@ GYM_PREFIX = "gym/"
 NAMESPACES = {"bullet": "envs.bullet", "pixel": "envs.pixel"}
 EXTRAS = {"bullet": "bullet", "pixel": "host", "ALE": "atari"}
 START_METHOD = "spawn"  # forking a process that runs JAX's threads can deadlock
+WORKER_EXIT_SECONDS = 2.0  # how long a worker whose pipe closed may take to be reported dead
 # An async worker's failure is printed by Gymnasium as a warning per worker (the traceback, then
 # "shutting it down" for each) before it raises; the HostEnvError we raise carries the env's own
 # message in one line instead.
@@ -205,7 +206,18 @@ class GymnasiumPool:
         if env is None or env.closed:
             return
         if self.mode == "async":
-            env.close(terminate=True)  # a stuck worker must not hang the exit
+            # Gymnasium's own close first waits for a call still pending, which after a failure
+            # raises again (and once more from __del__): the workers are ended here instead, so
+            # a stuck or dead one can neither hang nor clutter the exit.
+            for process in env.processes:
+                if process.is_alive():
+                    process.terminate()
+            for pipe in env.parent_pipes:
+                if pipe is not None:
+                    pipe.close()
+            for process in env.processes:
+                process.join()
+            env.closed = True
         else:
             env.close()
 
@@ -221,6 +233,11 @@ class GymnasiumPool:
     def _failure(self, what: str, e: Exception) -> str:
         if self.mode == "async":
             processes = getattr(getattr(self, "env", None), "processes", [])
+            if isinstance(e, EOFError | ConnectionError):  # a pipe closed: its worker is ending
+                for process in processes:
+                    process.join(WORKER_EXIT_SECONDS)
+                    if process.exitcode is not None:
+                        break
             dead = [(i, p.exitcode) for i, p in enumerate(processes) if p.exitcode is not None]
             if dead:
                 index, code = dead[0]

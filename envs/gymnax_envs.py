@@ -7,18 +7,9 @@ import jax.numpy as jnp
 import numpy as np
 from gymnax.environments import spaces as gymnax_spaces
 
+from envs import GYMNAX_MAX_EPISODE_STEPS
 from jaxrl.env import EnvCore, VectorEnv
 from jaxrl.types import Box, Discrete, EnvSpec, Space
-
-# Gymnasium's own episode caps: gymnax's params carry them too, but we enforce time limits in
-# `VectorEnv` so that truncation is reported apart from termination.
-MAX_EPISODE_STEPS = {
-    "CartPole-v1": 500,
-    "Acrobot-v1": 500,
-    "MountainCar-v0": 200,
-    "MountainCarContinuous-v0": 999,
-    "Pendulum-v1": 200,
-}
 
 
 def _space(space: object) -> Space:
@@ -61,6 +52,6 @@ def make_gymnax(name: str, num_envs: int, max_episode_steps: int | None) -> Vect
         observation_space=observation_space,
         action_space=action_space,
         num_envs=num_envs,
-        max_episode_steps=max_episode_steps or MAX_EPISODE_STEPS[name],
+        max_episode_steps=max_episode_steps or GYMNAX_MAX_EPISODE_STEPS[name],
     )
     return VectorEnv(EnvCore(reset, step), spec)

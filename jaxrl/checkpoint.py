@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -33,15 +34,29 @@ class CheckpointError(OSError):
 
 @contextlib.contextmanager
 def _quiet_orbax() -> Iterator[None]:
-    """orbax logs a failed write at ERROR from each of its threads (tens of lines) and then
-    raises; the raised error is what we report."""
-    absl = logging.getLogger("absl")
-    level = absl.level
-    absl.setLevel(logging.CRITICAL)
-    try:
-        yield
-    finally:
-        absl.setLevel(level)
+    """A failed write is reported once, by the error orbax raises. Around it orbax logs the
+    failure at ERROR from each of its threads; the save's event loop is closed while tensorstore
+    still finishes the other writes in flight, whose completions then report "Event loop is
+    closed" as unraisable exceptions and asyncio logs their never-retrieved failures (a
+    traceback each). Those writes belong to the failed checkpoint, which is discarded, and the
+    run stops: after a failure the filters stay in place, since the reports arrive late."""
+    loggers = [logging.getLogger("absl"), logging.getLogger("asyncio")]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.CRITICAL)
+    previous_hook = sys.unraisablehook
+
+    def hook(unraisable: Any) -> None:
+        value = unraisable.exc_value
+        if isinstance(value, RuntimeError) and str(value) == "Event loop is closed":
+            return
+        previous_hook(unraisable)
+
+    sys.unraisablehook = hook
+    yield
+    sys.unraisablehook = previous_hook
+    for logger, level in zip(loggers, levels, strict=True):
+        logger.setLevel(level)
 
 
 def _os_reason(e: BaseException) -> str:

@@ -33,7 +33,7 @@ from jaxrl.logging import (
 )
 from jaxrl.prng import make_key
 from jaxrl.rollout import run_episodes
-from jaxrl.rundir import claim, default_run_dir
+from jaxrl.rundir import CHECKPOINTS, claim, default_run_dir, holds_run
 from jaxrl.types import Agent, Array, Key
 from jaxrl.video import record_videos
 
@@ -225,13 +225,12 @@ def train(cfg: RunConfig, run_dir: Path | None = None) -> RunResult:
 
 def _train(cfg: RunConfig, run_dir: Path, trainer: Trainer, stop: StopRequest) -> RunResult:
     seeds = cfg.seeds
-    ckpt = Checkpointer(run_dir / "checkpoints", cfg.checkpoint.keep, cfg.checkpoint.replay_buffer)
-    if cfg.resume and ckpt.latest_step() is None:
-        ckpt.close()
+    if cfg.resume and not holds_run(run_dir):
         raise ConfigError(
-            f"resume={cfg.resume}: no checkpoint in {ckpt.directory} (the run stopped before its "
-            f"first one: start it again without resume)"
+            f"resume={cfg.resume}: no checkpoint in {run_dir / CHECKPOINTS} (the run stopped "
+            f"before its first one: start it again without resume)"
         )
+    ckpt = Checkpointer(run_dir / CHECKPOINTS, cfg.checkpoint.keep, cfg.checkpoint.replay_buffer)
     save_config(cfg, run_dir)
     display = LiveDisplay(cfg.log.progress, cfg.budget.env_steps, f"{cfg.agent.name} {cfg.env.id}")
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -130,3 +131,37 @@ def test_video_true_records_each_seed_and_says_where(tmp_path) -> None:
     for path in summary["videos"]:
         frames = _frames(Path(path))
         assert len(frames) >= 2 and frames.shape[1:] == (400, 600, 3)
+
+
+def test_video_of_a_mujoco_host_env_renders_headless(tmp_path) -> None:
+    """gym/Hopper-v5 renders through MuJoCo's OpenGL: with no display, jaxrl points it at EGL
+    (or OSMesa) itself; with neither, one warning line and no video, the run still completed."""
+    import ctypes.util
+
+    pytest.importorskip("mujoco")
+    run_dir = tmp_path / "run"
+    args = ["agent=ppo", "env=gym/Hopper-v5", "env.max_episode_steps=20", "budget.env_steps=512"]
+    environ = {k: v for k, v in os.environ.items() if k not in ("MUJOCO_GL", "DISPLAY")}
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "jaxrl.run",
+            *args,
+            "video=true",
+            "log.progress=false",
+            f"log.dir={run_dir}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=environ,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    if not (ctypes.util.find_library("EGL") or ctypes.util.find_library("OSMesa")):
+        assert "could not be drawn" in result.stderr and "apt-get install" in result.stderr
+        return
+    frames = _frames(run_dir / "videos" / "seed_0.mp4")
+    assert 2 <= len(frames) <= 21 and frames.shape[1:] == (480, 480, 3)
+    assert frames.std() > 10  # a rendered scene, not a blank frame

@@ -1,0 +1,73 @@
+"""Running the CLI as a user does, for the tests: `python -m jaxrl.run` in a subprocess, with the
+repository and tests/fixtures (custom Gymnasium envs) importable."""
+
+from __future__ import annotations
+
+import csv
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURES = REPO / "tests" / "fixtures"
+TINY_ES = ("agent.population_size=8", "agent.episodes_per_member=1", "agent.hidden_sizes=[8]")
+# PPO iterations of 4 envs x 32 steps = 128 env steps, about 0.1 s each on a 2-core CPU.
+QUICK_PPO = ("agent=ppo", "agent.num_steps=32", "agent.num_minibatches=2")
+
+
+def cli(
+    *args: str,
+    cwd: Path | None = None,
+    timeout: float = 300,
+    preexec_fn: Callable[[], None] | None = None,
+    extra_env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": _pythonpath(), **(extra_env or {})}
+    return subprocess.run(
+        [sys.executable, "-m", "jaxrl.run", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
+        env=env,
+        preexec_fn=preexec_fn,
+    )
+
+
+def start(*args: str) -> subprocess.Popen:
+    """A run in the background, stderr captured."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": _pythonpath()}
+    return subprocess.Popen(
+        [sys.executable, "-m", "jaxrl.run", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+
+
+def _pythonpath() -> str:
+    return os.pathsep.join([str(REPO), str(FIXTURES), os.environ.get("PYTHONPATH", "")])
+
+
+def wait_for_evals(run_dir: Path, rows: int, proc: subprocess.Popen, limit: float = 240) -> None:
+    """Until the run has logged `rows` evaluations (so it is training, past compilation)."""
+    evals = run_dir / "evals.csv"
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline and proc.poll() is None:
+        if evals.exists() and len(evals.read_text().splitlines()) > rows:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"no {rows} evaluations in {limit} s: {proc.poll()}")
+
+
+def read_evals(run_dir: Path) -> list[dict[str, str]]:
+    with open(run_dir / "evals.csv", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def error_lines(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.strip()]

@@ -1,0 +1,529 @@
+"""Every bad input and fault of docs/reliability.md, through the CLI as a user meets it
+(`python -m jaxrl.run` in a subprocess): one line naming what was wrong and what is valid, the
+right exit status, and nothing lost. The docs table lists each case's test; a test below checks
+that every case here has its row there."""
+
+from __future__ import annotations
+
+import json
+import re
+import resource
+import signal
+import struct
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+from cli_helpers import (
+    QUICK_PPO,
+    REPO,
+    TINY_ES,
+    cli,
+    error_lines,
+    read_evals,
+    start,
+    wait_for_evals,
+)
+
+
+def assert_one_error_line(result: subprocess.CompletedProcess, code: int, start: str) -> None:
+    lines = error_lines(result.stderr)
+    assert result.returncode == code, result.stderr
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith(start), lines[0]
+    assert "Traceback" not in result.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# Bad input: refused in one line with exit status 2, before anything is written or compiled.
+# (id, overrides, start of the one stderr line); {run}, {file}, {dir}... are filled in below.
+
+BAD_INPUT: list[tuple[str, tuple[str, ...], str]] = [
+    ("unknown-agent", ("agent=foo",), "error: unknown agent 'foo'; valid agents: es, ppo, a2c"),
+    ("unknown-env", ("env=Foo-v0",), "error: unknown env 'Foo-v0'; valid envs: CartPole-v1"),
+    ("gymnasium-id-without-gym/", ("env=LunarLander-v3",), "error: unknown env 'LunarLander-v3'"),
+    ("unknown-brax-env", ("env=brax/foo",), "error: unknown env 'brax/foo'; valid envs:"),
+    (
+        "unknown-gymnasium-env",
+        ("env=gym/NoSuchEnv-v0",),
+        "error: unknown env 'gym/NoSuchEnv-v0': Environment `NoSuchEnv` doesn't exist.",
+    ),
+    ("unknown-atari-game", ("env=ALE/Foo-v5",), "error: env 'ALE/Foo-v5' is not an Atari game"),
+    (
+        "custom-env-module-missing",
+        ("env=gym/no_such_module:Foo-v0",),
+        "error: env 'gym/no_such_module:Foo-v0' needs no_such_module",
+    ),
+    ("unknown-agent-key", ("agent.foo=1",), "error: unknown config key 'agent.foo'; valid keys"),
+    ("unknown-key", ("foo=1",), "error: unknown config key 'foo'; valid keys: agent, env, seed"),
+    ("unknown-env-key", ("env.foo=1",), "error: unknown config key 'env.foo'; valid keys under"),
+    (
+        "kwargs-on-jax-env",
+        ("+env.kwargs.foo=1",),
+        "error: unknown config key 'env.kwargs'; valid keys under 'env': id, num_envs",
+    ),
+    (
+        "kwargs-the-env-refuses",
+        ("env=gym/Pendulum-v1", "+env.kwargs.bad_kwarg=1"),
+        "error: env 'gym/Pendulum-v1': env.kwargs {{'bad_kwarg': 1}}:",
+    ),
+    ("seed-not-a-number", ("seed=abc",), "error: invalid value for 'seed'"),
+    ("seed-negative", ("seed=-1",), "error: seed=-1 must be >= 0"),
+    ("no-seeds", ("num_seeds=0",), "error: num_seeds=0 must be >= 1"),
+    ("fractional-seeds", ("num_seeds=1.5",), "error: invalid value for 'num_seeds'"),
+    ("not-a-bool", ("video=maybe",), "error: invalid value for 'video'"),
+    ("override-without-value", ("agent.sigma",), "error: cannot use overrides ['agent.sigma']"),
+    ("override-unparsable", ("agent.sigma=[",), "error: cannot use overrides ['agent.sigma=[']"),
+    (
+        "odd-population",
+        ("agent.population_size=63",),
+        "error: agent.population_size=63 must be even: members come in antithetic pairs (try 64)",
+    ),
+    ("population-too-small", ("agent.population_size=0",), "error: agent.population_size=0"),
+    ("sigma-negative", ("agent.sigma=-0.1",), "error: agent.sigma=-0.1 must be > 0"),
+    (
+        "unknown-choice",
+        ("agent.fitness_shaping=raw",),
+        "error: agent.fitness_shaping='raw' is not one of: centered_ranks, zscore",
+    ),
+    ("hidden-size-zero", ("agent.hidden_sizes=[0]",), "error: agent.hidden_sizes=[0]"),
+    ("unknown-activation", ("agent.activation=foo",), "error: unknown activation 'foo'"),
+    ("budget-zero", ("budget.env_steps=0",), "error: budget.env_steps=0.0 must be a number"),
+    ("budget-negative", ("budget.env_steps=-5",), "error: budget.env_steps=-5.0 must be"),
+    ("budget-infinite", ("budget.env_steps=inf",), "error: budget.env_steps=inf must be"),
+    ("budget-nan", ("budget.env_steps=nan",), "error: budget.env_steps=nan must be"),
+    ("budget-beyond-counters", ("budget.env_steps=1e30",), "error: budget.env_steps=1e+30"),
+    ("target-return-nan", ("budget.target_return=nan",), "error: budget.target_return=nan"),
+    ("eval-every-zero", ("eval.every=0",), "error: eval.every=0 must be >= 1"),
+    ("eval-episodes-zero", ("eval.episodes=0",), "error: eval.episodes=0 must be >= 1"),
+    ("checkpoint-every-zero", ("checkpoint.every=0",), "error: checkpoint.every=0 must be >= 1"),
+    ("checkpoint-keep-zero", ("checkpoint.keep=0",), "error: checkpoint.keep=0 must be >= 1"),
+    ("no-envs", ("env.num_envs=0",), "error: env.num_envs=0 must be >= 1"),
+    ("episode-cap-zero", ("env.max_episode_steps=0",), "error: env.max_episode_steps=0"),
+    (
+        "unknown-pool",
+        ("env=gym/CartPole-v1", "env.pool=foo"),
+        "error: env.pool='foo' is not a pool mode; valid: sync, async",
+    ),
+    (
+        "timeout-negative",
+        ("env=gym/CartPole-v1", "env.timeout=-1"),
+        "error: env.timeout=-1.0 must be > 0 seconds",
+    ),
+    (
+        "unknown-brax-backend",
+        ("env=brax/hopper", "env.backend=foo"),
+        "error: env.backend='foo' is not a Brax physics backend",
+    ),
+    (
+        "discrete-agent-on-box-env",
+        ("agent=dqn", "env=Pendulum-v1"),
+        "error: agent 'dqn' needs a Discrete action space; env 'Pendulum-v1' has Box actions",
+    ),
+    (
+        "box-agent-on-discrete-env",
+        ("agent=sac", "env=CartPole-v1"),
+        "error: agent 'sac' needs continuous (Box) actions; env 'CartPole-v1' has 2 discrete",
+    ),
+    (
+        "squash-discrete-actions",
+        ("agent=reinforce", "agent.squash_actions=true"),
+        "error: agent 'reinforce': squash_actions=true applies to Box action spaces",
+    ),
+    ("unknown-torso", ("agent=ppo", "agent.torso=foo"), "error: agent.torso='foo' is not one"),
+    (
+        "cnn-on-vectors",
+        ("agent=ppo", "agent.torso=nature_cnn"),
+        "error: agent 'ppo': torso=nature_cnn needs image observations",
+    ),
+    (
+        "minibatches-do-not-divide",
+        ("agent=ppo", "agent.num_minibatches=3"),
+        "error: agent.num_minibatches=3 must divide agent.num_steps=128",
+    ),
+    ("gamma-above-one", ("agent=ppo", "agent.gamma=1.5"), "error: agent.gamma=1.5 must be in"),
+    (
+        "buffer-smaller-than-batch",
+        ("agent=dqn", "agent.buffer_size=10"),
+        "error: agent.batch_size=64 must be <= agent.buffer_size=10",
+    ),
+    (
+        "warm-up-beyond-buffer",
+        ("agent=dqn", "agent.learning_starts=200000"),
+        "error: agent.learning_starts=200000 must be <= agent.buffer_size=100000",
+    ),
+    (
+        "iteration-not-a-multiple",
+        ("agent=dqn", "agent.iteration_steps=10"),
+        "error: agent.iteration_steps=10 must be a multiple of env.num_envs",
+    ),
+    ("unknown-erl-learner", ("agent=erl", "agent.learner=foo"), "error: agent.learner='foo'"),
+    (
+        "erl-buffer-below-a-generation",
+        ("agent=erl", "agent.buffer_size=100", "agent.batch_size=64", "agent.learning_starts=64"),
+        "error: agent.buffer_size=100 must hold a generation's rollouts",
+    ),
+    (
+        "compact-frames-on-vectors",
+        ("agent=dqn", "agent.compact_frames=true"),
+        "error: agent.compact_frames=true needs frame-stacked image observations",
+    ),
+    ("log-dir-is-a-file", ("log.dir={file}",), "error: log.dir={file}: cannot be a run directory"),
+    (
+        "log-dir-below-a-file",
+        ("log.dir={file}/run",),
+        "error: log.dir={file}/run: cannot be a run directory: Not a directory",
+    ),
+    (
+        "log-dir-holds-a-run",
+        ("log.dir={run}",),
+        "error: log.dir={run} already holds a run; continue it with resume={run}",
+    ),
+    ("resume-nowhere", ("resume={tmp}/nowhere",), "error: resume={tmp}/nowhere: no config.json"),
+    (
+        "resume-no-checkpoint",
+        ("resume={unstarted}",),
+        "error: resume={unstarted}: no checkpoint in",
+    ),
+    (
+        "resume-unreadable-config",
+        ("resume={garbled}",),
+        "error: resume={garbled}: config.json is not readable",
+    ),
+    (
+        "resume-changes-what-is-learned",
+        ("resume={run}", "agent.sigma=0.5"),
+        "error: resume={run}: 'agent.sigma' cannot change when a run continues",
+    ),
+    ("bad-key-with---cfg", ("foo=1", "--cfg", "job"), "error: unknown config key 'foo'"),
+    ("bad-value-in-a-sweep", ("-m", "agent.sigma=0.02,-1"), "error: agent.sigma=-1.0 must be > 0"),
+    (
+        "one-log-dir-for-a-sweep",
+        ("-m", "log.dir={tmp}/x", "agent.sigma=0.1,0.2"),
+        "error: log.dir names one run directory; with -m each job gets its own",
+    ),
+    ("resume-in-a-sweep", ("-m", "resume={run}"), "error: resume= continues one run"),
+    (
+        "hydra-setting-on-a-single-run",
+        ("hydra.job.chdir=true",),
+        "error: hydra.job.chdir=true: Hydra's settings take effect with -m",
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small completed ES run (its directory holds config, checkpoints, evals, summary)."""
+    run_dir = tmp_path_factory.mktemp("finished") / "run"
+    result = cli(*TINY_ES, "budget.env_steps=1e3", "log.progress=false", f"log.dir={run_dir}")
+    assert result.returncode == 0, result.stderr
+    return run_dir
+
+
+@pytest.fixture(scope="module")
+def bad_input_results(
+    tmp_path_factory: pytest.TempPathFactory, finished_run: Path
+) -> dict[str, tuple[subprocess.CompletedProcess, str, Path]]:
+    """Every BAD_INPUT case run once, three processes at a time (each is mostly start-up)."""
+    tmp = tmp_path_factory.mktemp("bad_input")
+    places = {"tmp": tmp, "file": tmp / "a_file", "run": finished_run}
+    places["file"].write_text("not a directory\n")
+    unstarted = tmp / "unstarted"  # a run stopped before its first checkpoint
+    unstarted.mkdir()
+    (unstarted / "config.json").write_text((finished_run / "config.json").read_text())
+    garbled = tmp / "garbled"
+    garbled.mkdir()
+    (garbled / "config.json").write_text("{not json")
+    places.update(unstarted=unstarted, garbled=garbled)
+    cwd = tmp / "cwd"
+    cwd.mkdir()
+
+    def run(case: tuple[str, tuple[str, ...], str]) -> tuple[str, subprocess.CompletedProcess]:
+        name, args, _ = case
+        return name, cli(*(a.format(**places) for a in args), cwd=cwd, timeout=120)
+
+    with ThreadPoolExecutor(3) as pool:
+        results = dict(pool.map(run, BAD_INPUT))
+    return {name: (results[name], start.format(**places), cwd) for name, _, start in BAD_INPUT}
+
+
+@pytest.mark.parametrize("case", [c[0] for c in BAD_INPUT])
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(
+    case: str, bad_input_results: dict[str, tuple[subprocess.CompletedProcess, str, Path]]
+) -> None:
+    result, start, cwd = bad_input_results[case]
+    assert_one_error_line(result, 2, start)
+    assert result.stdout == ""
+    assert not (cwd / "runs").exists()  # no run directory was made for a refused run
+
+
+def test_every_case_has_its_row_in_the_docs() -> None:
+    table = (REPO / "docs" / "reliability.md").read_text()
+    tests = [name for name in dir(sys.modules[__name__]) if name.startswith("test_")]
+    missing = [c[0] for c in BAD_INPUT if f"`{c[0]}`" not in table]
+    missing += [
+        t for t in tests if t != "test_every_case_has_its_row_in_the_docs" and t not in table
+    ]
+    assert not missing, f"docs/reliability.md lacks: {missing}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Faults while running.
+
+
+def test_ctrl_c_checkpoints_and_resume_continues_with_a_new_budget(tmp_path: Path) -> None:
+    """First Ctrl-C: the chunk in flight finishes, a checkpoint is written, the hint says how to
+    continue (also with log.progress=false), exit 130. `resume=` from the CLI with a changed
+    budget then goes on from there to the new budget."""
+    run_dir = tmp_path / "run"
+    proc = start(
+        *QUICK_PPO,
+        "budget.env_steps=1e8",
+        "eval.every=2",
+        "log.progress=false",
+        f"log.dir={run_dir}",
+    )
+    wait_for_evals(run_dir, 2, proc)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr
+    lines = error_lines(stderr)
+    assert len(lines) == 1 and lines[0].startswith("interrupted: checkpoint at iteration ")
+    assert lines[0].endswith(f"continue with resume={run_dir}")
+    stopped = json.loads((run_dir / "summary.json").read_text())
+    assert stopped["status"] == "interrupted"
+
+    budget = stopped["env_steps"] + 6 * 128  # 6 more iterations of 4 envs x 32 steps
+    result = cli(f"resume={run_dir}", f"budget.env_steps={budget}", "log.progress=false")
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.startswith(f"resumed from iteration {stopped['iterations']} in {run_dir}")
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "completed"
+    assert summary["iterations"] == stopped["iterations"] + 6
+    assert json.loads((run_dir / "config.json").read_text())["budget"]["env_steps"] == budget
+    iterations = [int(r["iteration"]) for r in read_evals(run_dir)]
+    assert iterations == sorted(set(iterations)) and iterations[-1] == summary["iterations"]
+
+
+def test_second_ctrl_c_stops_at_once_and_keeps_the_last_checkpoint(tmp_path: Path) -> None:
+    """Two presses in a row: the second stops the process inside the chunk in flight (exit 130,
+    one line, no traceback); the last checkpoint is intact and resumes. When the first press
+    lands between chunks the run stops at once with its checkpoint, and the second, during
+    shutdown, adds nothing (it used to add a KeyboardInterrupt traceback from JAX's atexit)."""
+    run_dir = tmp_path / "run"
+    # 40 iterations a chunk (a second or more): the second press lands inside one.
+    proc = start(
+        *QUICK_PPO,
+        "budget.env_steps=1e8",
+        "eval.every=40",
+        "log.progress=false",
+        f"log.dir={run_dir}",
+    )
+    wait_for_evals(run_dir, 1, proc)
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr
+    lines = error_lines(stderr)
+    assert len(lines) == 1, stderr
+    resume = f"continue with resume={re.escape(str(run_dir))}"
+    assert re.fullmatch(
+        rf"interrupted again: stopped at once; the checkpoint of iteration (\d+) is kept; {resume}"
+        rf"|interrupted: checkpoint at iteration (\d+) in {re.escape(str(run_dir))}/checkpoints; "
+        rf"{resume}",
+        lines[0],
+    ), lines[0]
+    kept = int(re.search(r"iteration (\d+)", lines[0]).group(1))
+    budget = (kept + 2) * 128
+    result = cli(f"resume={run_dir}", f"budget.env_steps={budget}", "log.progress=false")
+    assert result.returncode == 0, result.stderr
+    assert f"resumed from iteration {kept} " in result.stderr
+
+
+def test_ctrl_c_during_start_up_stops_the_run(tmp_path: Path) -> None:
+    """Pressed while Python imports and XLA compiles: the run does not go on (it used to, to
+    exit 0, the KeyboardInterrupt swallowed in a JAX callback); one line, exit 130."""
+    run_dir = tmp_path / "run"
+    proc = start(*QUICK_PPO, "budget.env_steps=1e8", "log.progress=false", f"log.dir={run_dir}")
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr
+    lines = error_lines(stderr)
+    assert len(lines) == 1 and lines[0].startswith("interrupted"), stderr
+    assert "Exception ignored" not in stderr and "Traceback" not in stderr
+
+
+def test_nan_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path: Path) -> None:
+    """σ = 3e38 overflows the perturbed weights: the run stops with one line, exit 1, leaving
+    only the finite initial checkpoint."""
+    run_dir = tmp_path / "nan"
+    result = cli(
+        "env=Pendulum-v1",
+        "agent.sigma=3e38",
+        *TINY_ES,
+        "eval.every=1",
+        "log.progress=false",
+        f"log.dir={run_dir}",
+    )
+    assert_one_error_line(result, 1, "error: non-finite parameters")
+    assert "last good checkpoint (iteration 0) is kept" in result.stderr
+    assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == ["0"]
+    assert json.loads((run_dir / "summary.json").read_text())["status"] == "nan"
+
+
+def test_a_full_disk_keeps_the_last_checkpoint(tmp_path: Path) -> None:
+    """Files may not grow past 150 kB (RLIMIT_FSIZE: writes fail as on a full disk). DQN's
+    replay buffer grows every iteration, so a checkpoint soon cannot be written: one line naming
+    the reason, exit 1, summary.json with status failed, and the last complete checkpoint
+    resumes once there is room."""
+    run_dir = tmp_path / "run"
+
+    def limit_file_size() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a failed write, not a killed process
+        resource.setrlimit(resource.RLIMIT_FSIZE, (150_000, resource.RLIM_INFINITY))
+
+    result = cli(
+        "agent=dqn",
+        "budget.env_steps=2e4",
+        "eval.every=1",
+        "log.progress=false",
+        f"log.dir={run_dir}",
+        preexec_fn=limit_file_size,
+        extra_env={"JAXRL_CACHE_DIR": str(tmp_path / "xla")},  # cache entries hit the limit too
+    )
+    assert result.returncode == 1, result.stderr
+    errors = [line for line in error_lines(result.stderr) if line.startswith("error:")]
+    assert len(errors) == 1, result.stderr
+    found = re.fullmatch(
+        r"error: could not write the checkpoint of iteration (\d+) to .*: File too large "
+        r"\(errno 27\); the checkpoint of iteration (\d+) is kept",
+        errors[0],
+    )
+    assert found, errors[0]
+    assert "Traceback" not in result.stderr
+    assert json.loads((run_dir / "summary.json").read_text())["status"] == "failed"
+    kept = int(found.group(2))
+    resumed = cli(
+        f"resume={run_dir}", f"budget.env_steps={(kept + 1) * 1024}", "log.progress=false"
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"resumed from iteration {kept} " in resumed.stderr
+
+
+@pytest.mark.parametrize("pool", ["sync", "async"])
+def test_an_env_that_raises_is_one_line_with_its_own_message(tmp_path: Path, pool: str) -> None:
+    run_dir = tmp_path / "run"
+    result = cli(
+        *QUICK_PPO,
+        "env=gym/faulty_envs:BreaksAtStep-v0",
+        f"env.pool={pool}",
+        "env.num_envs=2",
+        "log.progress=false",
+        f"log.dir={run_dir}",
+    )
+    assert_one_error_line(
+        result,
+        1,
+        "error: gym/faulty_envs:BreaksAtStep-v0: step raised RuntimeError: the pole snapped "
+        "(step 30)",
+    )
+    assert (run_dir / "checkpoints" / "0").is_dir()
+
+
+def test_a_killed_async_worker_is_one_line(tmp_path: Path) -> None:
+    result = cli(
+        *QUICK_PPO,
+        "env=gym/faulty_envs:DiesAtStep-v0",
+        "env.pool=async",
+        "env.num_envs=2",
+        "log.progress=false",
+        f"log.dir={tmp_path / 'run'}",
+    )
+    assert_one_error_line(
+        result, 1, "error: gym/faulty_envs:DiesAtStep-v0: async worker 0 died during step"
+    )
+    assert "killed by SIGKILL" in result.stderr
+
+
+def _tensorboard_events(path: Path) -> list[bytes]:
+    """The serialized Event records of a TensorBoard file (TFRecord: length, crc, data, crc)."""
+    data, records, offset = path.read_bytes(), [], 0
+    while offset + 12 <= len(data):
+        (length,) = struct.unpack("<Q", data[offset : offset + 8])
+        records.append(data[offset + 12 : offset + 12 + length])
+        offset += 12 + length + 4
+    return records
+
+
+def test_kill_9_then_resume_logs_every_iteration_once(tmp_path: Path) -> None:
+    """Killed between checkpoints (every 4th evaluation here), the run had logged evaluations
+    the checkpoint does not hold; the resumed run redoes them, so evals.csv drops them first
+    (each iteration once, in order) and TensorBoard is told to hide them (purge_step)."""
+    from tensorboardX.proto.event_pb2 import Event
+
+    run_dir = tmp_path / "run"
+    proc = start(
+        *QUICK_PPO,
+        "budget.env_steps=1e8",
+        "eval.every=1",
+        "checkpoint.every=4",
+        "log.progress=false",
+        f"log.dir={run_dir}",
+    )
+    wait_for_evals(run_dir, 6, proc)
+    proc.kill()
+    proc.communicate(timeout=60)
+    checkpoints = sorted(
+        int(p.name) for p in (run_dir / "checkpoints").iterdir() if p.name.isdigit()
+    )
+    logged = [int(r["iteration"]) for r in read_evals(run_dir)]
+    assert logged[-1] > checkpoints[-1]  # there is something to drop
+
+    target = (max(logged) + 3) * 128
+    result = cli(f"resume={run_dir}", f"budget.env_steps={target}", "log.progress=false")
+    assert result.returncode == 0, result.stderr
+    rows = list(read_evals(run_dir))
+    iterations = [int(r["iteration"]) for r in rows]
+    assert iterations == list(range(1, max(logged) + 4)), iterations
+    events = sorted((run_dir / "tb" / "seed_0").iterdir(), key=lambda p: p.stat().st_mtime)
+    records = [Event.FromString(r) for r in _tensorboard_events(events[-1])]
+    (first,) = [e for e in records if e.session_log.status == e.session_log.START]
+    assert first.step == checkpoints[-1] * 128 + 1  # events past the checkpoint are hidden
+
+
+def test_one_run_directory_has_one_writer(tmp_path: Path) -> None:
+    """A second run, or a resume, into a directory a live run is writing is refused (exit 2)
+    and the live run is unharmed; the lock is the kernel's, released however the run ends."""
+    run_dir = tmp_path / "run"
+    proc = start(
+        *QUICK_PPO,
+        "budget.env_steps=1e8",
+        "eval.every=5",
+        "log.progress=false",
+        f"log.dir={run_dir}",
+    )
+    wait_for_evals(run_dir, 1, proc)
+    for args in ([*QUICK_PPO, f"log.dir={run_dir}"], [f"resume={run_dir}"]):
+        result = cli(*args)
+        label = f"resume={run_dir}" if args[0].startswith("resume") else f"log.dir={run_dir}"
+        assert_one_error_line(result, 2, f"error: {label}: another run (process {proc.pid})")
+    proc.kill()
+    proc.communicate(timeout=60)
+    result = cli(f"resume={run_dir}", "budget.env_steps=1e3", "log.progress=false")
+    assert result.returncode == 0, result.stderr  # kill -9 left no stale lock
+
+
+def test_load_refuses_observations_of_the_wrong_shape(finished_run: Path) -> None:
+    import jaxrl
+
+    policy = jaxrl.load(finished_run)
+    assert policy(np.zeros(4)).shape == () and policy(np.zeros((3, 4))).shape == (3,)
+    for bad in (np.float32(1.0), np.zeros(3), np.zeros((2, 5))):
+        with pytest.raises(ValueError, match=r"takes an observation of shape \(4,\) or a batch"):
+            policy(bad)
