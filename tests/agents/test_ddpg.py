@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from learning import assert_mean_at_least
 
 import envs
 import jaxrl
@@ -97,12 +98,13 @@ def test_layer_norm_normalises_every_hidden_layer_of_actor_and_critic(spec):
 @pytest.mark.slow
 def test_ddpg_learns_pendulum_in_20k_steps(tmp_path):
     """DDPG with 64-64 networks, Adam 1e-3 and 1,000 random warm-up steps (the rest: DDPG's
-    defaults) reaches ≥ −250 mean over 10 deterministic episodes after 20k env steps, the same
-    bar as TD3 and SAC: seed 0 ends at −136, seeds 1-4 between −125 and −190. 12 s of training
-    and 2 s of compile (warm cache; ~25 s cold) on a 2-core CPU at load 3."""
+    defaults), 2 seeds in one program: the mean final return (10 deterministic episodes) after
+    20k env steps reaches −250, the same bar as TD3 and SAC. Measured on an AMD EPYC: −97.1 and
+    −157.9; 22 s of training."""
     result = jaxrl.train(
         "agent=ddpg",
         "env=Pendulum-v1",
+        "num_seeds=2",
         "agent.hidden_sizes=[64,64]",
         "agent.actor_lr=1e-3",
         "agent.critic_lr=1e-3",
@@ -114,4 +116,4 @@ def test_ddpg_learns_pendulum_in_20k_steps(tmp_path):
         run_dir=tmp_path,
     )
     assert result.status == "completed"
-    assert result.summary["final_eval_return"] >= -250, result.summary
+    assert_mean_at_least(result.summary, -250)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from learning import assert_mean_at_least
 
 import jaxrl
 from agents.ppo import PPOConfig
@@ -21,13 +22,14 @@ def test_yaml_composes_onto_the_schema():
     assert cfg.agent.clip_eps == 0.1 and cfg.env.num_envs == 4
 
 
-def test_ppo_solves_cartpole_two_seeds(tmp_path):
-    # PureJaxRL's configuration (4 envs x 128 steps, 4 minibatches, 4 epochs) on 100k steps.
+def test_ppo_solves_cartpole_four_seeds(tmp_path):
+    """PureJaxRL's configuration (4 envs x 128 steps, 4 minibatches, 4 epochs) on 100k steps,
+    4 seeds in one program. Measured on an AMD EPYC: 500 for every seed. Threshold: mean 400."""
     result = jaxrl.train(
         "agent=ppo",
         "env=CartPole-v1",
         "env.num_envs=4",
-        "num_seeds=2",
+        "num_seeds=4",
         "budget.env_steps=100000",
         "eval.every=20",
         *QUIET,
@@ -35,18 +37,21 @@ def test_ppo_solves_cartpole_two_seeds(tmp_path):
     )
     summary = result.summary
     assert result.status == "completed"
-    assert [s["seed"] for s in summary["seeds"]] == [0, 1]
-    assert summary["final_eval_return"] >= 475, summary["seeds"]
+    assert [s["seed"] for s in summary["seeds"]] == [0, 1, 2, 3]
+    assert_mean_at_least(summary, 400)
     curves = summarize(tmp_path)
-    assert curves.returns.shape[0] == 2 and (tmp_path / "sweep.png").exists()
+    assert curves.returns.shape[0] == 4 and (tmp_path / "sweep.png").exists()
 
 
 @pytest.mark.slow
 def test_ppo_pendulum_tanh_squashed(tmp_path):
-    # SB3 zoo-like settings (gamma 0.9, lr 1e-3, 10 epochs) with a tanh-squashed Gaussian head.
+    """SB3 zoo-like settings (gamma 0.9, lr 1e-3, 10 epochs) with a tanh-squashed Gaussian head,
+    2 seeds, 200k env steps. Measured on an AMD EPYC: final −169.0 and −176.6. Threshold: mean
+    −250."""
     result = jaxrl.train(
         "agent=ppo",
         "env=Pendulum-v1",
+        "num_seeds=2",
         "env.num_envs=8",
         "agent.num_steps=256",
         "agent.num_minibatches=8",
@@ -61,7 +66,7 @@ def test_ppo_pendulum_tanh_squashed(tmp_path):
         *QUIET,
         run_dir=tmp_path,
     )
-    assert result.summary["final_eval_return"] >= -250, result.summary
+    assert_mean_at_least(result.summary, -250)
 
 
 def test_loaded_policy_acts_on_one_observation_or_a_batch(tmp_path):
@@ -82,7 +87,9 @@ def test_loaded_policy_acts_on_one_observation_or_a_batch(tmp_path):
 @pytest.mark.slow
 def test_ppo_on_a_brax_env_beats_a_random_policy(tmp_path):
     """brax/inverted_pendulum (spring backend, 200-step cap): a random policy drops the pole
-    within a few dozen steps; PPO must hold it far longer after 30k env steps."""
+    within a few dozen steps; PPO must hold it far longer after 60k env steps. 4 seeds in one
+    program; measured on an AMD EPYC: final 200, 184.9, 196.4, 114.9 (mean 174). Threshold:
+    mean 120 and 3x random. 37 s, of which 30 s compiling Brax's spring pipeline."""
     pytest.importorskip("brax")
     import jax
 
@@ -98,8 +105,8 @@ def test_ppo_on_a_brax_env_beats_a_random_policy(tmp_path):
         "env.num_envs=16",
     )
     result = jaxrl.train(
-        "agent=ppo", *env_overrides, "agent.num_steps=32", "budget.env_steps=3e4",
-        "eval.every=20", *QUIET, run_dir=tmp_path,
+        "agent=ppo", *env_overrides, "agent.num_steps=32", "num_seeds=4",
+        "budget.env_steps=6e4", "eval.every=20", *QUIET, run_dir=tmp_path,
     )  # fmt: skip
     env = envs.make(compose(["agent=ppo", *env_overrides]).env, num_envs=16)
     random_returns = jax.jit(
@@ -107,4 +114,4 @@ def test_ppo_on_a_brax_env_beats_a_random_policy(tmp_path):
     )(make_key(0))
     random_mean = float(np.mean(random_returns))
     assert random_mean < 60, random_mean
-    assert result.summary["final_eval_return"] >= max(150.0, 3 * random_mean), result.summary
+    assert_mean_at_least(result.summary, max(120.0, 3 * random_mean))

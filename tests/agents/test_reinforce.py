@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from learning import assert_mean_at_least
+
 import jaxrl
 from agents.reinforce import REINFORCEConfig
 from jaxrl.cli import compose
@@ -22,10 +24,14 @@ def test_yaml_follows_the_reference_experiment():
 
 
 def test_reinforce_learns_cartpole(tmp_path):
+    """4 seeds in one program, 250k env steps each (8 envs). Measured on an AMD EPYC: final
+    returns 500, 159.7, 500, 500 (mean 415; every seed reached 500 on the way); one seed alone
+    had ended at 347.5 on the EPYC and above 400 on an Intel Xeon. Threshold: mean 300."""
     result = jaxrl.train(
         "agent=reinforce",
         "env=CartPole-v1",
         "env.num_envs=8",
+        "num_seeds=4",
         "budget.env_steps=250000",
         "eval.every=10",
         "log.progress=false",
@@ -33,7 +39,7 @@ def test_reinforce_learns_cartpole(tmp_path):
         run_dir=tmp_path,
     )
     assert result.status == "completed"
-    assert result.summary["final_eval_return"] >= 400, result.summary
+    assert_mean_at_least(result.summary, 300)
 
 
 def test_cli_refuses_squashing_discrete_actions(tmp_path):
@@ -59,15 +65,17 @@ def test_cli_refuses_squashing_discrete_actions(tmp_path):
 
 def test_reinforce_learns_on_a_host_pool(tmp_path):
     """The episodic path on a host env: a host pool cannot freeze finished envs, so each
-    iteration restarts its episodes. 30k steps of gym/CartPole-v1 (8 envs): 274 measured, a
-    random policy scores about 22."""
+    iteration restarts its episodes. 30k steps of gym/CartPole-v1 (8 envs), 4 seeds: measured on
+    an AMD EPYC 129.2, 235.9, 169.1, 500 (mean 259); a random policy scores about 22.
+    Threshold: mean 120."""
     result = jaxrl.train(
         "agent=reinforce",
         "env=gym/CartPole-v1",
+        "num_seeds=4",
         "budget.env_steps=30000",
         "log.progress=false",
         "log.tensorboard=false",
         run_dir=tmp_path,
     )
     assert result.status == "completed"
-    assert result.summary["final_eval_return"] >= 150, result.summary
+    assert_mean_at_least(result.summary, 120)

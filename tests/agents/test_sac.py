@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from learning import assert_mean_at_least
 
 import envs
 import jaxrl
@@ -179,15 +180,16 @@ def test_discrete_actions_are_refused_before_compiling():
 @pytest.mark.slow
 def test_sac_learns_pendulum_in_20k_steps(tmp_path):
     """SAC with 64-64 networks, Adam 1e-3 for actor and critics and 1,000 random warm-up steps
-    (the rest: SAC's defaults, one update per env step) reaches ≥ −250 mean over 10 deterministic
-    episodes after 20k env steps (SB3 zoo: −157 ± 89 at 20k with 256-256). 256-256 networks
-    learn as well (−180 in one run) but cost several times the CPU time per update
-    (benchmarks/offpolicy_pendulum.py measures both). The buffer holds all 20k steps, so 20k
-    behaves exactly as the default 1M. Seed 0 ends at −121 (seeds 1-4: −120 to −188); 20 s of
-    training and 3 s of compile (warm cache; ~45 s cold) on a 2-core CPU at load 3."""
+    (the rest: SAC's defaults, one update per env step), 2 seeds in one program: the mean over
+    seeds of the final return (10 deterministic episodes) after 20k env steps reaches −250 (SB3
+    zoo: −157 ± 89 at 20k with 256-256). 256-256 networks learn as well but cost several times
+    the CPU time per update (benchmarks/offpolicy_pendulum.py measures both). The buffer holds
+    all 20k steps, so 20k behaves exactly as the default 1M. Measured on an AMD EPYC: −85.7 and
+    −145.8; 25 s of training for both seeds."""
     result = jaxrl.train(
         "agent=sac",
         "env=Pendulum-v1",
+        "num_seeds=2",
         "agent.hidden_sizes=[64,64]",
         "agent.actor_lr=1e-3",
         "agent.critic_lr=1e-3",
@@ -200,4 +202,4 @@ def test_sac_learns_pendulum_in_20k_steps(tmp_path):
     )
     assert result.status == "completed"
     assert result.summary["env_steps"] == 20_000
-    assert result.summary["final_eval_return"] >= -250, result.summary
+    assert_mean_at_least(result.summary, -250)

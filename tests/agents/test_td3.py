@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from learning import assert_mean_at_least
 
 import envs
 import jaxrl
@@ -193,15 +194,15 @@ def test_bad_hyperparameters_are_config_errors(override, message):
 @pytest.mark.slow
 def test_td3_learns_pendulum_in_20k_steps(tmp_path):
     """TD3 with 64-64 networks, Adam 1e-3 and 1,000 random warm-up steps (the rest: TD3's
-    defaults, one update per env step) reaches ≥ −250 mean over 10 deterministic episodes after
-    20k env steps (SB3 zoo: −152 ± 90 at 20k with 400-300). 256-256 networks cost several times
-    the CPU time per update (benchmarks/offpolicy_pendulum.py runs both). The buffer holds all 20k
-    steps, so 20k behaves exactly as the default 1M. Seed 0 ends at −122 (seeds 1-4: −125 to
-    −190); 18 s of training and 3 s of compile (warm cache; ~45 s cold) on a 2-core CPU at load
-    3."""
+    defaults, one update per env step), 2 seeds in one program: the mean over seeds of the final
+    return (10 deterministic episodes) after 20k env steps reaches −250 (SB3 zoo: −152 ± 90 at
+    20k with 400-300). 256-256 networks cost several times the CPU time per update
+    (benchmarks/offpolicy_pendulum.py runs both). The buffer holds all 20k steps, so 20k behaves
+    exactly as the default 1M. Measured on an AMD EPYC: −99.3 and −165.8; 22 s of training."""
     result = jaxrl.train(
         "agent=td3",
         "env=Pendulum-v1",
+        "num_seeds=2",
         "agent.hidden_sizes=[64,64]",
         "agent.actor_lr=1e-3",
         "agent.critic_lr=1e-3",
@@ -214,4 +215,4 @@ def test_td3_learns_pendulum_in_20k_steps(tmp_path):
     )
     assert result.status == "completed"
     assert result.summary["env_steps"] == 20_000
-    assert result.summary["final_eval_return"] >= -250, result.summary
+    assert_mean_at_least(result.summary, -250)

@@ -14,6 +14,8 @@ import pytest
 pytest.importorskip("gymnasium")
 pytest.importorskip("pybullet")
 
+from learning import assert_mean_at_least
+
 import jaxrl
 from jaxrl.env import random_actions
 from jaxrl.loop import RunResult
@@ -38,15 +40,16 @@ def test_ppo_balances_the_bullet_cartpole_far_longer_than_a_random_policy(tmp_pa
 
     At ±50 N and 20 Hz one push changes the cart's speed by about 2.3 m/s, so random play drops
     the pole in about 3 steps (measured: 3.1 over 20 episodes) and a PD rule drifts off the
-    track; the 500-step cap is out of reach on this budget. Measured final eval returns (8
-    episodes):
-    seed 0: 104.2 against 2.75 for random play; seeds 1-4: 100.1, 71.0, 79.8, 76.5 (a 40,960-step
-    run of seed 0 ends at 145.6). The threshold, 40 and 10x random, holds for all five with
-    margin. 41 s on a busy 2-core machine (load 6-9): 21 s compiling, 13 s training.
+    track; the 500-step cap is out of reach on this budget. 2 seeds in one program; measured
+    final eval returns (8 episodes) on an AMD EPYC: 85.9 and 84.8 against 2.75 for random play
+    (with the earlier RngBitGenerator keys, seeds 0-4: 104.2, 100.1, 71.0, 79.8, 76.5). The
+    threshold on the mean, 40 and 10x random, holds with margin. 22 s: 8 s compiling, 10 s
+    training.
     """
     result = jaxrl.train(
         "agent=ppo",
         "env=bullet/CartPole-v0",
+        "num_seeds=2",
         "env.num_envs=4",
         "budget.env_steps=20480",
         "eval.every=10",
@@ -57,7 +60,7 @@ def test_ppo_balances_the_bullet_cartpole_far_longer_than_a_random_policy(tmp_pa
     assert result.status == "completed" and result.summary["env_steps"] == 20480
     random_mean = random_policy_mean(result)
     assert 1.0 <= random_mean < 8.0, random_mean
-    assert result.summary["final_eval_return"] >= max(40.0, 10 * random_mean), result.summary
+    assert_mean_at_least(result.summary, max(40.0, 10 * random_mean))
 
 
 @pytest.mark.slow
@@ -68,12 +71,14 @@ def test_dqn_keeps_the_ball_on_the_plate_where_a_random_policy_drops_it(tmp_path
 
     Random play loses the ball in about 30 steps (measured: 30.2 over 20 episodes of the full
     env). Measured: all of seeds 0-7 hold the ball for all 250 steps in all 8 eval episodes at
-    8,192 and 12,288 steps (and at 16,384 in 16,384-step runs); in the test, 250 against 27.4 for
-    random play. 34 s on a busy 2-core machine (load 5-9): 13 s compiling, 16 s training.
+    8,192 and 12,288 steps (and at 16,384 in 16,384-step runs). 2 seeds in one program, measured
+    on an AMD EPYC with threefry keys: 250 and 250 against 27.4 for random play; 29 s: 7 s
+    compiling, 19 s training.
     """
     result = jaxrl.train(
         "agent=dqn",
         "env=bullet/BalancingPlate-v0",
+        "num_seeds=2",
         "env.num_envs=4",
         "env.max_episode_steps=250",
         "budget.env_steps=12288",
@@ -85,4 +90,4 @@ def test_dqn_keeps_the_ball_on_the_plate_where_a_random_policy_drops_it(tmp_path
     assert result.status == "completed" and result.summary["env_steps"] == 12288
     random_mean = random_policy_mean(result)
     assert 10.0 <= random_mean < 60.0, random_mean
-    assert result.summary["final_eval_return"] >= max(150.0, 4 * random_mean), result.summary
+    assert_mean_at_least(result.summary, max(150.0, 4 * random_mean))

@@ -18,6 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
+from learning import assert_mean_at_least
 
 import envs
 import jaxrl
@@ -311,14 +312,19 @@ def test_cli_names_gym_ids_on_the_fly_and_validates_them():
 
 @pytest.mark.timeout(300)
 def test_ppo_learns_gym_cartpole_through_the_loop_and_resumes(tmp_path):
-    common = ("agent=ppo", "env=gym/CartPole-v1", "env.num_envs=4", "eval.every=10", *QUIET)
+    """PPO on gym/CartPole-v1, 4 seeds of 4 envs, 20,480 env steps. Measured on an AMD EPYC:
+    final 500, 480.2, 172.5, 213.9 (mean 342); a random policy averages ~22. Threshold: mean
+    150, also after resuming for 5,120 more steps."""
+    common = (
+        "agent=ppo", "env=gym/CartPole-v1", "env.num_envs=4", "num_seeds=4", "eval.every=10",
+        *QUIET,
+    )  # fmt: skip
     result = jaxrl.train(*common, "budget.env_steps=20480", run_dir=tmp_path)
-    # A random policy averages ~22 on CartPole-v1.
     assert result.status == "completed"
-    assert result.summary["final_eval_return"] >= 150, result.summary
-    # Every evaluation reset its pool again: one training pool and one evaluation pool in all.
+    assert_mean_at_least(result.summary, 150)
+    # Every evaluation reset its pools again: one training pool and one evaluation pool per seed.
     owners = {result.trainer.env._owner, result.trainer.eval_env._owner}
-    assert sum(s.owner in owners for s in host._REGISTRY.slots.values()) == 2
+    assert sum(s.owner in owners for s in host._REGISTRY.slots.values()) == 2 * 4
     # Resume with a larger budget: the checkpoint's env state names pools of the first run, so
     # the resumed run must start fresh episodes on pools of its own.
     config = json.loads((tmp_path / "config.json").read_text())
@@ -326,4 +332,4 @@ def test_ppo_learns_gym_cartpole_through_the_loop_and_resumes(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps(config))
     resumed = jaxrl.train(f"resume={tmp_path}", run_dir=tmp_path)
     assert resumed.status == "completed" and resumed.summary["env_steps"] == 25600
-    assert resumed.summary["final_eval_return"] >= 150, resumed.summary
+    assert_mean_at_least(resumed.summary, 150)
