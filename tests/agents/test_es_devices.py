@@ -41,7 +41,8 @@ print("RESULT " + json.dumps(out))
 
 
 def run_with_devices(n: int) -> dict:
-    env = {**os.environ, "XLA_FLAGS": f"--xla_force_host_platform_device_count={n}"}
+    devices = f"--xla_force_host_platform_device_count={n}"
+    env = {**os.environ, "XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} {devices}"}
     result = subprocess.run(
         [sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=240, env=env
     )

@@ -234,7 +234,8 @@ DEVICE_SCRIPT = textwrap.dedent(
 
 
 def _start_on_devices(count: int) -> subprocess.Popen:
-    env = {**os.environ, "XLA_FLAGS": f"--xla_force_host_platform_device_count={count}"}
+    devices = f"--xla_force_host_platform_device_count={count}"
+    env = {**os.environ, "XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} {devices}"}
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
     return subprocess.Popen(
         [sys.executable, "-c", DEVICE_SCRIPT],
