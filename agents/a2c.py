@@ -6,6 +6,7 @@ and returns are `jaxrl.onpolicy`'s, truncation bootstrapping from V(final_obs) i
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from jaxrl.config import require
 from jaxrl.distributions import Distribution
@@ -22,6 +23,7 @@ from jaxrl.types import Agent, Array
 
 @dataclass(frozen=True)
 class A2CConfig(OnPolicyConfig):
+    HYPERPARAMETERS: ClassVar[tuple[str, ...]] = (*OnPolicyConfig.HYPERPARAMETERS, "gae_lambda")
     name: str = "a2c"
     learning_rate: float = 1e-3
     num_steps: int = 16  # rollout length per env: the n of the n-step returns

@@ -44,13 +44,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import optax
 
+from jaxrl import optimizers
 from jaxrl.config import ConfigError, require
 from jaxrl.env import Env
 from jaxrl.networks import Dense, MLPTorso, NatureCNN, resolve_torso
@@ -69,6 +70,16 @@ LOSSES = ("huber", "mse")
 
 @dataclass(frozen=True)
 class DQNConfig(OffPolicyConfig):
+    # Values a grid may vary in one program (jaxrl/hyper.py): they change no array shape.
+    HYPERPARAMETERS: ClassVar[tuple[str, ...]] = (
+        "learning_rate",
+        "adam_eps",
+        "eps_start",
+        "eps_end",
+        "tau",
+        "max_grad_norm",
+        "gamma",
+    )
     name: str = "dqn"
     learning_rate: float = 2e-3
     anneal_lr: bool = True  # linearly to 0 over the updates the run's env-step budget allows
@@ -195,7 +206,7 @@ def make_learner(cfg: DQNConfig, spec: EnvSpec, total_env_steps: float) -> Learn
         horizon = max(num_updates(cfg, spec.num_envs, total_env_steps), 1)
         learning_rate = optax.linear_schedule(cfg.learning_rate, 0.0, horizon)
     tx = optax.chain(
-        optax.clip_by_global_norm(cfg.max_grad_norm) if cfg.max_grad_norm else optax.identity(),
+        optimizers.clip_by_global_norm(cfg.max_grad_norm),
         optax.adam(learning_rate, eps=cfg.adam_eps),
     )
 

@@ -59,7 +59,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -67,7 +67,7 @@ import numpy as np
 
 from agents.ddpg import DDPGConfig
 from agents.td3 import TD3Config, make_td3_learner
-from jaxrl import ga, replay
+from jaxrl import ga, hyper, replay
 from jaxrl.config import require
 from jaxrl.env import Env
 from jaxrl.offpolicy import Learner, example_transition
@@ -79,6 +79,20 @@ LEARNERS = ("ddpg", "td3")
 
 @dataclass(frozen=True)
 class ERLConfig:
+    # Values a grid may vary in one program (jaxrl/hyper.py): they change no array shape.
+    HYPERPARAMETERS: ClassVar[tuple[str, ...]] = (
+        "mutation_prob",
+        "mutation_frac",
+        "mutation_strength",
+        "super_mutation_prob",
+        "super_mutation_strength",
+        "reset_prob",
+        "gamma",
+        "actor_lr",
+        "critic_lr",
+        "tau",
+        "exploration_noise",
+    )
     name: str = "erl"
     # GA (jaxrl/ga.py)
     population_size: int = 10
@@ -162,7 +176,11 @@ class ERLConfig:
             f.name for f in dataclasses.fields(self)
         }
         values = {name: getattr(self, name) for name in shared - {"name"}}
-        return dataclasses.replace(base, name=f"erl ({self.learner})", **values)
+        # Grid values are traced scalars, checked already: set without the range checks.
+        traced = {name: v for name, v in values.items() if isinstance(v, jax.Array)}
+        constants = {name: v for name, v in values.items() if name not in traced}
+        learner = dataclasses.replace(base, name=f"erl ({self.learner})", **constants)
+        return hyper.traced_config(learner, traced)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import partial
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -27,7 +27,7 @@ import optax
 from jax.flatten_util import ravel_pytree
 from jax.sharding import PartitionSpec as P
 
-from jaxrl import normalize, parallel
+from jaxrl import normalize, optimizers, parallel
 from jaxrl.config import require
 from jaxrl.env import Env, random_actions
 from jaxrl.networks import MLP, deterministic_action, policy_output_size
@@ -41,6 +41,18 @@ AXIS = "pop"
 
 @dataclass(frozen=True)
 class ESConfig:
+    # Values a grid may vary in one program (jaxrl/hyper.py): they change no array shape.
+    HYPERPARAMETERS: ClassVar[tuple[str, ...]] = (
+        "sigma",
+        "sigma_decay",
+        "sigma_min",
+        "learning_rate",
+        "lr_decay",
+        "lr_min",
+        "adam_eps",
+        "weight_decay",
+        "obs_clip",
+    )
     name: str = "es"
     population_size: int = 64  # members; antithetic pairs, so it must be even
     sigma: float = 0.02  # perturbation std
@@ -174,7 +186,7 @@ def make_optimizer(cfg: ESConfig) -> optax.GradientTransformation:
     """Adam with coupled L2 (added to the gradient before Adam, as OpenAI ES did) and an
     exponentially decaying learning rate floored at `lr_min`."""
     return optax.chain(
-        optax.add_decayed_weights(cfg.weight_decay) if cfg.weight_decay else optax.identity(),
+        optimizers.add_decayed_weights(cfg.weight_decay),
         optax.scale_by_adam(cfg.adam_b1, cfg.adam_b2, cfg.adam_eps),
         optax.scale_by_learning_rate(partial(learning_rate_at, cfg)),
     )

@@ -10,6 +10,7 @@ The env batch is `env.num_envs` (default 4, PureJaxRL's CartPole setting).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import jax.numpy as jnp
 
@@ -22,6 +23,11 @@ from jaxrl.types import Agent, Array
 
 @dataclass(frozen=True)
 class PPOConfig(OnPolicyConfig):
+    HYPERPARAMETERS: ClassVar[tuple[str, ...]] = (
+        *OnPolicyConfig.HYPERPARAMETERS,
+        "gae_lambda",
+        "clip_eps",
+    )
     name: str = "ppo"
     learning_rate: float = 2.5e-4
     num_steps: int = 128  # rollout length per env and iteration

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
 import flax.linen as nn
 import jax
@@ -50,6 +50,16 @@ LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0  # the bounds of the SAC reference code
 class SACConfig(OffPolicyConfig):
     """SAC's keys on top of `OffPolicyConfig`; defaults follow Haarnoja et al. (2018b):
     256-256 ReLU, Adam 3e-4 for actor, critics and α, batch 256, τ 0.005, α₀ = 1, H̄ = −|A|."""
+
+    # Values a grid may vary in one program (jaxrl/hyper.py): they change no array shape.
+    HYPERPARAMETERS: ClassVar[tuple[str, ...]] = (
+        "gamma",
+        "actor_lr",
+        "critic_lr",
+        "alpha_lr",
+        "tau",
+        "init_alpha",
+    )
 
     name: str = "sac"
     buffer_size: int = 1_000_000

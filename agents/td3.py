@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
 import flax.linen as nn
 import jax
@@ -44,6 +44,17 @@ from jaxrl.types import Agent, Array, Box, EnvSpec, Key, Metrics, PyTree, Transi
 class TD3Config(OffPolicyConfig):
     """TD3's keys on top of `OffPolicyConfig`; defaults follow Fujimoto et al.'s published code
     (256-256 ReLU, Adam 3e-4, batch 256, τ 0.005, σ 0.2, c 0.5, delay 2, exploration 0.1)."""
+
+    # Values a grid may vary in one program (jaxrl/hyper.py): they change no array shape.
+    HYPERPARAMETERS: ClassVar[tuple[str, ...]] = (
+        "gamma",
+        "actor_lr",
+        "critic_lr",
+        "tau",
+        "target_noise",
+        "target_noise_clip",
+        "exploration_noise",
+    )
 
     name: str = "td3"
     buffer_size: int = 1_000_000

@@ -72,7 +72,7 @@ class Row:
 def run(what: str, overrides: list[str], workdir: Path) -> Row:
     cfg = compose([*overrides, *QUIET])
     s = train(cfg, workdir / str(len(list(workdir.iterdir())))).summary
-    finals = [seed["final_eval_return"] for seed in s["seeds"]]
+    finals = [seed["final_eval_return"] for seed in s["runs"]]
     return Row(
         what,
         len(finals),

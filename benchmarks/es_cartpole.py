@@ -90,7 +90,7 @@ def run_cli(
     _, wall = run_process(what, cmd, cwd=workdir, env=env)
     summary = json.loads((run_dir / "summary.json").read_text())
     t_target, steps_target = time_to_target(run_dir / "evals.csv", TARGET)
-    solved = sum(1 for s in summary["seeds"] if (s["best_eval_return"] or 0) >= TARGET)
+    solved = sum(1 for s in summary["runs"] if (s["best_eval_return"] or 0) >= TARGET)
     return Row(
         what=what,
         steps_per_s=summary["env_steps_per_second"],

@@ -78,7 +78,7 @@ def run_train(what: str, num_seeds: int, workdir: Path, extra: tuple[str, ...] =
     cfg = compose([*OVERRIDES, f"num_seeds={num_seeds}", *extra])
     result = train(cfg, workdir / f"seeds_{num_seeds}_{len(extra)}")
     s = result.summary
-    finals = [seed["final_eval_return"] for seed in s["seeds"]]
+    finals = [seed["final_eval_return"] for seed in s["runs"]]
     return Row(
         what,
         s["env_steps"] * num_seeds,
@@ -94,16 +94,16 @@ def run_singles(num_seeds: int) -> tuple[Row, float]:
     cfg = compose([*OVERRIDES, "num_seeds=1"])
     trainer = Trainer(cfg)
     t0 = time.perf_counter()
-    carry = trainer.init(trainer.seed_keys())
+    carry = trainer.initial_carry()
     iterations = np.int32(EVAL_EVERY)  # train steps per chunk
-    compiled = trainer.chunk.lower(carry, iterations).compile()
+    compiled = trainer.chunk.lower(carry, trainer.hyper, iterations).compile()
     compile_s = time.perf_counter() - t0
     run_s, finals = 0.0, []
     for seed in range(num_seeds):
-        carry = trainer.init(make_key(seed)[None])
+        carry = trainer.init(make_key(seed)[None], trainer.hyper)
         t0 = time.perf_counter()
         for _ in range(UPDATES // EVAL_EVERY):
-            carry, out = compiled(carry, iterations)
+            carry, out = compiled(carry, trainer.hyper, iterations)
         out = jax.device_get(out)
         run_s += time.perf_counter() - t0
         finals.append(float(np.mean(out.eval_returns)))

@@ -30,12 +30,12 @@ def train(*overrides: str, run_dir: str | Path | None = None) -> RunResult:
     return loop.train(cfg, directory)
 
 
-def load(run_dir: str | Path, seed: int | None = None) -> Policy:
-    """The deterministic policy of one seed of a run (default: its first), from its latest
-    checkpoint."""
+def load(run_dir: str | Path, seed: int | None = None, grid_point: int | None = None) -> Policy:
+    """The deterministic policy of one run of a run directory (default: the first seed of the
+    first grid point), from its latest checkpoint."""
     from jaxrl.policy import load_policy
 
-    return load_policy(run_dir, seed)
+    return load_policy(run_dir, seed, grid_point)
 
 
 def __getattr__(name: str) -> object:

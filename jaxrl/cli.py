@@ -32,6 +32,7 @@ import agents
 import envs
 from envs.host import HostEnvError
 from jaxrl.config import ConfigError, EnvConfig, RunConfig, to_dict
+from jaxrl.hyper import grid_points
 from jaxrl.interrupt import EXIT_INTERRUPTED
 
 EXIT_BAD_INPUT = 2
@@ -44,7 +45,11 @@ def register_configs(env_ids: Sequence[str] = ()) -> None:
     families: `gym/<any Gymnasium id>`, `ALE/<Game>-v5`), so `env=<any valid name>` composes
     without a YAML file per env (DESIGN.md §6)."""
     cs = ConfigStore.instance()
-    cs.store(name="base_config", node=_schema(RunConfig))
+    base = _schema(RunConfig)
+    # `grid.agent.<key>=[...]` adds keys (Hydra's struct mode would ask for `+grid.agent.<key>`);
+    # which keys are valid is checked against the agent's HYPERPARAMETERS (jaxrl/hyper.py).
+    OmegaConf.set_struct(base.grid.agent, False)
+    cs.store(name="base_config", node=base)
     for name, entry in agents.REGISTRY.items():
         cs.store(group="schema/agent", name=name, node=_schema(entry.config))
     for env_id in dict.fromkeys((*envs.registered(), *env_ids)):
@@ -81,6 +86,7 @@ def to_run_config(cfg: DictConfig) -> RunConfig:
             raise cause from None
         raise ConfigError(_omegaconf_message(e)) from None
     assert isinstance(run_cfg, RunConfig)
+    grid_points(run_cfg.agent, run_cfg.grid.agent)  # a bad grid is bad input like any other
     return run_cfg
 
 
@@ -125,10 +131,15 @@ def _compose_node(overrides: list[str]) -> DictConfig:
 
 
 def check_group_choices(overrides: list[str]) -> None:
-    """Unknown `agent=`/`env=` names, said with the valid ones (Hydra's own message is a page)."""
+    """Unknown `agent=`/`env=` names, said with the valid ones (Hydra's own message is a page),
+    and grid values that are not a list."""
     for override in overrides:
         key, _, value = override.partition("=")
         key = key.lstrip("+~")
+        if key.startswith("grid.agent.") and not value.strip().startswith("["):
+            raise ConfigError(
+                f"{override}: a grid takes a list of values, e.g. {key}=[{value or '1e-3,3e-4'}]"
+            )
         if key == "agent" and value not in agents.REGISTRY:
             raise ConfigError(
                 f"unknown agent '{value}'; valid agents: {', '.join(agents.REGISTRY)}"

@@ -100,6 +100,13 @@ class CheckpointConfig:
 
 
 @dataclass(frozen=True)
+class GridConfig:
+    # agent key -> values: every combination of them (times `num_seeds`) trains in one compiled
+    # program. Only the agent's `HYPERPARAMETERS` (values that change no array shape) may vary.
+    agent: dict[str, list[float]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class RunConfig:
     agent: Any = MISSING  # one of the agents' own config dataclasses
     env: EnvConfig = field(default_factory=EnvConfig)
@@ -109,6 +116,7 @@ class RunConfig:
     eval: EvalConfig = field(default_factory=EvalConfig)
     log: LogConfig = field(default_factory=LogConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    grid: GridConfig = field(default_factory=GridConfig)
     resume: str | None = None  # a run directory to continue
     # Record one evaluation episode of each seed's final policy as <run dir>/videos/seed_<n>.mp4.
     video: bool = False

@@ -1,4 +1,4 @@
-"""Run outputs: TensorBoard events per seed, the eval-curve CSV, summary.json, the live console."""
+"""Run outputs: TensorBoard events per run, the eval-curve CSV, summary.json, the live console."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from tensorboardX import SummaryWriter
 
+# After the columns that name the run: `seed`, or `grid_point`, its values and `seed` for a grid.
 EVAL_COLUMNS = (
-    "seed",
     "iteration",
     "env_steps",
     "eval_return",
@@ -57,71 +57,85 @@ def finite_or_none(x: float) -> float | None:
 
 
 class RunLogger:
-    """One TensorBoard run per seed (`tb/seed_<n>`) and `evals.csv` with every evaluation.
+    """One TensorBoard run per run (`tb/<label>`) and `evals.csv` with every evaluation.
 
-    `resumed_at`: the progress of the checkpoint a resumed run starts from. What the previous
-    process logged after that checkpoint (it was killed before the next one) is dropped, since
-    the resumed run logs those iterations again: `evals.csv` keeps each seed's rows up to its
-    checkpointed iteration, and TensorBoard hides later events (`purge_step`)."""
+    `runs`: the columns naming each run (`{"seed": 3}`; with a grid, its point's index and values
+    too), `labels` its TensorBoard directory. `resumed_at`: the progress of the checkpoint a
+    resumed run starts from. What the previous process logged after that checkpoint (it was
+    killed before the next one) is dropped, since the resumed run logs those iterations again:
+    `evals.csv` keeps each run's rows up to its checkpointed iteration, and TensorBoard hides
+    later events (`purge_step`)."""
 
     def __init__(
-        self, run_dir: Path, seeds: list[int], tensorboard: bool, resumed_at: Any = None
+        self,
+        run_dir: Path,
+        runs: list[dict[str, Any]],
+        labels: list[str],
+        tensorboard: bool,
+        resumed_at: Any = None,
     ) -> None:
         self.run_dir = run_dir
-        self.seeds = seeds
+        self.runs = runs
+        self.columns = (*runs[0], *EVAL_COLUMNS)
         self.csv_path = run_dir / "evals.csv"
         if resumed_at is not None and self.csv_path.exists():
-            self._keep_rows_up_to(dict(zip(seeds, resumed_at.iterations, strict=True)))
+            self._keep_rows_up_to(resumed_at.iterations)
         if not self.csv_path.exists():
-            write_text_atomic(self.csv_path, ",".join(EVAL_COLUMNS) + "\n")
-        purge = [None] * len(seeds) if resumed_at is None else [s + 1 for s in resumed_at.env_steps]
+            write_text_atomic(self.csv_path, ",".join(self.columns) + "\n")
+        purge = [None] * len(runs) if resumed_at is None else [s + 1 for s in resumed_at.env_steps]
         self.writers = (
             [
-                SummaryWriter(str(run_dir / "tb" / f"seed_{s}"), purge_step=p)
-                for s, p in zip(seeds, purge, strict=True)
+                SummaryWriter(str(run_dir / "tb" / label), purge_step=p)
+                for label, p in zip(labels, purge, strict=True)
             ]
             if tensorboard
             else []
         )
 
-    def _keep_rows_up_to(self, last_iteration: dict[int, int]) -> None:
-        """Rewrite evals.csv without the rows logged after each seed's checkpointed iteration
+    def _run_key(self, values: dict[str, Any]) -> tuple[str, ...]:
+        return tuple(str(values[c]) for c in self.runs[0])
+
+    def _keep_rows_up_to(self, last_iteration: list[int]) -> None:
+        """Rewrite evals.csv without the rows logged after each run's checkpointed iteration
         (and without a last line cut short by the kill)."""
         with open(self.csv_path, newline="") as f:
-            rows = list(csv.reader(f))
-        seed_col, iteration_col = EVAL_COLUMNS.index("seed"), EVAL_COLUMNS.index("iteration")
+            rows = list(csv.DictReader(f))
+        kept_up_to = {
+            self._run_key(run): last for run, last in zip(self.runs, last_iteration, strict=True)
+        }
         kept = [
             row
-            for row in rows[1:]
-            if len(row) == len(EVAL_COLUMNS)
-            and int(row[iteration_col]) <= last_iteration.get(int(row[seed_col]), -1)
+            for row in rows
+            if None not in row.values()
+            and None not in row
+            and int(row["iteration"]) <= kept_up_to.get(self._run_key(row), -1)
         ]
         out = io.StringIO()
-        csv.writer(out).writerows([EVAL_COLUMNS, *kept])
+        writer = csv.DictWriter(out, self.columns, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(kept)
         write_text_atomic(self.csv_path, out.getvalue())
 
     def log_iterations(
         self, metrics: dict[str, np.ndarray], env_steps: np.ndarray, ran: np.ndarray
     ) -> None:
-        """metrics[k]: [seeds, iterations]; env_steps: cumulative per seed and iteration; ran:
-        how many of the iterations each seed ran."""
+        """metrics[k]: [runs, iterations]; env_steps: cumulative per run and iteration; ran:
+        how many of the iterations each run ran."""
         for i, writer in enumerate(self.writers):
             for name, values in metrics.items():
                 for j in range(int(ran[i])):
                     writer.add_scalar(f"train/{name}", float(values[i, j]), int(env_steps[i, j]))
 
-    def log_eval(self, rows: list[dict[str, float]]) -> None:
-        """One evaluation row per seed that trained in this chunk."""
-        writers = dict(zip(self.seeds, self.writers, strict=False))
-        for row in rows:
-            if row["seed"] in writers:
-                writer = writers[row["seed"]]
-                writer.add_scalar("eval/return", row["eval_return"], int(row["env_steps"]))
-                writer.flush()
+    def log_eval(self, rows: dict[int, dict[str, float]]) -> None:
+        """One evaluation row (EVAL_COLUMNS) per run index that trained in this chunk."""
+        for i, row in rows.items():
+            if self.writers:
+                self.writers[i].add_scalar("eval/return", row["eval_return"], int(row["env_steps"]))
+                self.writers[i].flush()
         with open(self.csv_path, "a", newline="") as f:
             w = csv.writer(f)
-            for row in rows:
-                w.writerow([row[c] for c in EVAL_COLUMNS])
+            for i, row in rows.items():
+                w.writerow([{**self.runs[i], **row}[c] for c in self.columns])
 
     def close(self) -> None:
         for writer in self.writers:

@@ -1,5 +1,10 @@
-"""Training: the compiled chunk (`eval.every` train steps + one evaluation, vmapped over seeds) and
-the host loop around it (budget, logging, checkpoints, resume, Ctrl-C, NaN guard, summary)."""
+"""Training: the compiled chunk (`eval.every` train steps + one evaluation, vmapped over runs) and
+the host loop around it (budget, logging, checkpoints, resume, Ctrl-C, NaN guard, summary).
+
+A run is one (grid point, seed) pair: `num_seeds` seeds of each point of `grid.agent`, point-major
+(run r is point r // num_seeds, seed `seed + r % num_seeds`), or just the seeds without a grid.
+Every point's seed k starts from the key of seed k, so the points are compared on common random
+numbers and a grid run equals the single run with its values (to rounding)."""
 
 from __future__ import annotations
 
@@ -21,6 +26,7 @@ import agents
 import envs
 from envs.host import host_errors
 from jaxrl import config as config_lib
+from jaxrl import hyper
 from jaxrl.checkpoint import Checkpointer, CheckpointError
 from jaxrl.config import ConfigError, RunConfig
 from jaxrl.interrupt import StopRequest, ctrl_c_requests_stop
@@ -39,20 +45,41 @@ from jaxrl.video import record_videos
 
 
 class Carry(NamedTuple):
-    """Everything one seed's training needs to continue: checkpointing it is resuming it."""
+    """Everything one run's training needs to continue: checkpointing it is resuming it. (Its
+    hyperparameters are not in it: they follow from the config.)"""
 
     agent_state: Any
     env_state: Any  # (env state, last TimeStep) of the training env batch
     key: Key
-    env_steps: Array  # int32: env steps counted so far, for the per-seed budget
+    env_steps: Array  # int32: env steps counted so far, for the per-run budget
 
 
 class ChunkOutput(NamedTuple):
     # [eval.every] per metric; the entries past `iterations` are zeros
     metrics: dict[str, Array]
-    iterations: Array  # int32: the train steps this chunk ran (0 for a seed already done)
+    iterations: Array  # int32: the train steps this chunk ran (0 for a run already done)
     eval_returns: Array  # [eval episodes]
     finite: Array  # bool: parameters, metrics and eval returns are all finite
+
+
+class Run(NamedTuple):
+    """One trained policy of a run directory."""
+
+    seed: int
+    grid_point: int | None  # index into `Trainer.points`; None without a grid
+
+    def label(self, points: list[dict[str, float]]) -> str:
+        """Its TensorBoard run and video name: `seed_3`, or `learning_rate=0.001/seed_3`."""
+        seed = f"seed_{self.seed}"
+        if self.grid_point is None:
+            return seed
+        return f"{hyper.point_name(points[self.grid_point])}/{seed}"
+
+    def columns(self, points: list[dict[str, float]]) -> dict[str, Any]:
+        """What identifies it in evals.csv and summary.json."""
+        if self.grid_point is None:
+            return {"seed": self.seed}
+        return {"grid_point": self.grid_point, **points[self.grid_point], "seed": self.seed}
 
 
 @dataclass
@@ -65,29 +92,49 @@ class Trainer:
     def __post_init__(self) -> None:
         entry = agents.REGISTRY[self.cfg.agent.name]
         self.progress_metrics = entry.progress_metrics
+        self.points = hyper.grid_points(self.cfg.agent, self.cfg.grid.agent)
+        points = range(len(self.points)) if self.points else [None]
+        self.runs = [Run(seed, point) for point in points for seed in self.cfg.seeds]
+        # Per-run hyperparameter values, passed to the compiled program as data ({} without a
+        # grid: the agent then closes over its config's constants, as a single run always has).
+        values = hyper.stacked(self.points, self.cfg.num_seeds)
+        self.hyper = {key: jnp.asarray(v) for key, v in values.items()}
         self.env = envs.make(self.cfg.env, num_envs=self.cfg.env.num_envs or entry.num_envs)
         self.eval_env = self.env.with_num_envs(self.cfg.eval.episodes)
         budget = {"total_env_steps": self.cfg.budget.env_steps} if entry.takes_budget else {}
-        self.agent = entry.make(self.cfg.agent, self.env, **budget)
+        self._make_agent = lambda agent_cfg: entry.make(agent_cfg, self.env, **budget)
+        # The agent with the config's own values: its static facts (steps per iteration) are
+        # every grid point's, and it is the agent of a run without a grid.
+        self.agent = self._make_agent(self.cfg.agent)
         self.budget = int(self.cfg.budget.env_steps)
-        # Seeds are initialised one after another (lax.map), not vmapped: a vmapped orthogonal
+        # Runs are initialised one after another (lax.map), not vmapped: a vmapped orthogonal
         # initialiser is a batched LAPACK QR, and jaxlib's CPU QR parallelises its batch on the
         # same 2-thread XLA pool whose workers are running it, which deadlocks at 0% CPU when two
         # such QRs run at once (seen with 2+ seeds on a 2-core machine).
-        self.init = jax.jit(lambda keys: jax.lax.map(self._init, keys))
-        # One seed runs unbatched: under vmap every `lax.cond` (learning starts, delayed actor
+        self.init = jax.jit(lambda keys, hp: jax.lax.map(lambda kh: self._init(*kh), (keys, hp)))
+        # One run goes unbatched: under vmap every `lax.cond` (learning starts, delayed actor
         # updates) becomes a select that computes both branches.
-        if self.cfg.num_seeds == 1:
+        if len(self.runs) == 1:
             self.chunk = jax.jit(
-                lambda carry, iterations: _add_seed_axis(
-                    self._chunk(_drop_seed_axis(carry), iterations)
+                lambda carry, hp, iterations: _add_run_axis(
+                    self._chunk(_drop_run_axis(carry), _drop_run_axis(hp), iterations)
                 )
             )
         else:
-            self.chunk = jax.jit(jax.vmap(self._chunk, in_axes=(0, None)))
+            self.chunk = jax.jit(jax.vmap(self._chunk, in_axes=(0, 0, None)))
 
-    def seed_keys(self) -> Array:
-        return jnp.stack([make_key(s) for s in self.cfg.seeds])
+    def agent_for(self, hyperparameters: dict[str, Array]) -> Agent:
+        """The agent of one run: built inside the traced program from its (traced) values."""
+        if not hyperparameters:
+            return self.agent
+        return self._make_agent(hyper.traced_config(self.cfg.agent, hyperparameters))
+
+    def run_keys(self) -> Array:
+        """Each run's key: that of its seed (the same for every grid point)."""
+        return jnp.stack([make_key(run.seed) for run in self.runs])
+
+    def initial_carry(self) -> Carry:
+        return self.init(self.run_keys(), self.hyper)
 
     def next_iterations(self, env_steps: list[int]) -> int:
         """Train steps for the next chunk. An agent whose iterations all take the same env steps
@@ -99,21 +146,24 @@ class Trainer:
         remaining = math.ceil((self.budget - min(env_steps)) / per_iteration)
         return max(1, min(self.cfg.eval.every, remaining))
 
-    def _init(self, key: Key) -> Carry:
+    def _init(self, key: Key, hyperparameters: dict[str, Array]) -> Carry:
         agent_key, env_key, loop_key = jax.random.split(key, 3)
         return Carry(
-            self.agent.init(agent_key),
+            self.agent_for(hyperparameters).init(agent_key),
             self.env.reset(env_key),
             loop_key,
             jnp.zeros((), jnp.int32),
         )
 
-    def _chunk(self, carry: Carry, iterations: Array) -> tuple[Carry, ChunkOutput]:
-        """Up to `iterations` train steps, fewer once the seed's budget is reached, then one
-        evaluation. A `while_loop`, not a scan, so that each seed stops at its own budget: under
-        vmap a seed that is done is carried unchanged while the others go on."""
+    def _chunk(
+        self, carry: Carry, hyperparameters: dict[str, Array], iterations: Array
+    ) -> tuple[Carry, ChunkOutput]:
+        """Up to `iterations` train steps, fewer once the run's budget is reached, then one
+        evaluation. A `while_loop`, not a scan, so that each run stops at its own budget: under
+        vmap a run that is done is carried unchanged while the others go on."""
+        agent = self.agent_for(hyperparameters)
         step_metrics = jax.eval_shape(
-            lambda c: self.agent.train_step(c.agent_state, c.env_state, c.key)[2], carry
+            lambda c: agent.train_step(c.agent_state, c.env_state, c.key)[2], carry
         )
         metrics = {
             name: jnp.zeros((self.cfg.eval.every, *m.shape), m.dtype)
@@ -123,16 +173,14 @@ class Trainer:
 
         def running(loop: tuple[Array, Carry, dict[str, Array]]) -> Array:
             i, c, _ = loop
-            if fixed_steps:  # the host sized `iterations` to the budget: same for every seed
+            if fixed_steps:  # the host sized `iterations` to the budget: same for every run
                 return i < iterations
             return (i < iterations) & (c.env_steps < self.budget)
 
         def body(loop: tuple[Array, Carry, dict[str, Array]]):
             i, c, metrics = loop
             key, step_key = jax.random.split(c.key)
-            agent_state, env_state, step = self.agent.train_step(
-                c.agent_state, c.env_state, step_key
-            )
+            agent_state, env_state, step = agent.train_step(c.agent_state, c.env_state, step_key)
             metrics = {name: metrics[name].at[i].set(step[name]) for name in metrics}
             env_steps = c.env_steps + jnp.asarray(step["env_steps"], jnp.int32)
             return i + 1, Carry(agent_state, env_state, key, env_steps), metrics
@@ -141,24 +189,24 @@ class Trainer:
             running, body, (jnp.zeros((), jnp.int32), carry, metrics)
         )
         key, eval_key = jax.random.split(carry.key)
-        eval_returns = self.evaluate(carry.agent_state, eval_key)
-        finite = jnp.all(jnp.isfinite(self.agent.params(carry.agent_state)))
+        eval_returns = self.evaluate(agent, carry.agent_state, eval_key)
+        finite = jnp.all(jnp.isfinite(agent.params(carry.agent_state)))
         finite &= jnp.all(jnp.isfinite(eval_returns))
         for value in metrics.values():
             finite &= jnp.all(jnp.isfinite(value))
         return carry._replace(key=key), ChunkOutput(metrics, ran, eval_returns, finite)
 
-    def evaluate(self, agent_state: Any, key: Key) -> Array:
+    def evaluate(self, agent: Agent, agent_state: Any, key: Key) -> Array:
         """Returns of `eval.episodes` deterministic episodes, one per env, run in parallel."""
-        policy = lambda obs, k: self.agent.act(agent_state, obs, k, True)
+        policy = lambda obs, k: agent.act(agent_state, obs, k, True)
         return run_episodes(self.eval_env, policy, key).returns
 
 
-def _drop_seed_axis(tree: Any) -> Any:
+def _drop_run_axis(tree: Any) -> Any:
     return jax.tree.map(lambda x: x[0], tree)
 
 
-def _add_seed_axis(tree: Any) -> Any:
+def _add_run_axis(tree: Any) -> Any:
     return jax.tree.map(lambda x: x[None], tree)
 
 
@@ -166,23 +214,23 @@ def _add_seed_axis(tree: Any) -> Any:
 class Progress:
     """Host-side totals, saved in every checkpoint beside the carry."""
 
-    iteration: int = 0  # chunks' iterations so far: the most any seed ran (checkpoint step)
-    iterations: list[int] = field(default_factory=list)  # per seed
-    env_steps: list[int] = field(default_factory=list)  # per seed, steps that counted
+    iteration: int = 0  # chunks' iterations so far: the most any run ran (checkpoint step)
+    iterations: list[int] = field(default_factory=list)  # per run
+    env_steps: list[int] = field(default_factory=list)  # per run, steps that counted
     env_steps_computed: list[int] = field(default_factory=list)
     final_eval: list[float] = field(default_factory=list)
     best_eval: list[float] = field(default_factory=list)
     run_seconds: float = 0.0
 
     @classmethod
-    def start(cls, num_seeds: int) -> Progress:
+    def start(cls, num_runs: int) -> Progress:
         return cls(
             0,
-            [0] * num_seeds,
-            [0] * num_seeds,
-            [0] * num_seeds,
-            [math.nan] * num_seeds,
-            [-math.inf] * num_seeds,
+            [0] * num_runs,
+            [0] * num_runs,
+            [0] * num_runs,
+            [math.nan] * num_runs,
+            [-math.inf] * num_runs,
         )
 
 
@@ -190,7 +238,7 @@ class Progress:
 class RunResult:
     run_dir: Path
     summary: dict[str, Any]
-    carry: Carry  # final carry, leading axis = seeds
+    carry: Carry  # final carry, leading axis = runs (`trainer.runs`)
     trainer: Trainer
     status: str  # "completed", "interrupted", "nan" or "failed" (a write failed)
 
@@ -224,7 +272,7 @@ def train(cfg: RunConfig, run_dir: Path | None = None) -> RunResult:
 
 
 def _train(cfg: RunConfig, run_dir: Path, trainer: Trainer, stop: StopRequest) -> RunResult:
-    seeds = cfg.seeds
+    runs = trainer.runs
     if cfg.resume and not holds_run(run_dir):
         raise ConfigError(
             f"resume={cfg.resume}: no checkpoint in {run_dir / CHECKPOINTS} (the run stopped "
@@ -235,16 +283,18 @@ def _train(cfg: RunConfig, run_dir: Path, trainer: Trainer, stop: StopRequest) -
     display = LiveDisplay(cfg.log.progress, cfg.budget.env_steps, f"{cfg.agent.name} {cfg.env.id}")
 
     t0 = time.perf_counter()
-    keys = trainer.seed_keys()
+    keys = trainer.run_keys()
     iterations = jax.ShapeDtypeStruct((), jnp.int32)
     # XLA compiles outside the GIL: the chunk compiles in a thread while init compiles and runs.
     with ThreadPoolExecutor(max_workers=1) as pool:
-        abstract = jax.eval_shape(trainer.init, keys)
-        compiling = pool.submit(lambda: trainer.chunk.lower(abstract, iterations).compile())
+        abstract = jax.eval_shape(trainer.init, keys, trainer.hyper)
+        compiling = pool.submit(
+            lambda: trainer.chunk.lower(abstract, trainer.hyper, iterations).compile()
+        )
         with host_errors():
-            carry = jax.block_until_ready(trainer.init(keys))
+            carry = jax.block_until_ready(trainer.init(keys, trainer.hyper))
         compiled = compiling.result()
-    progress = Progress.start(len(seeds))
+    progress = Progress.start(len(runs))
     if cfg.resume:
         fresh_env_state = carry.env_state
         carry, meta = ckpt.restore(carry)
@@ -254,7 +304,13 @@ def _train(cfg: RunConfig, run_dir: Path, trainer: Trainer, stop: StopRequest) -
         display.message(f"resumed from iteration {progress.iteration} in {run_dir}")
     compile_seconds = time.perf_counter() - t0
     # A resumed run's logs go back to its checkpoint: what a killed run logged after it is redone.
-    logger = RunLogger(run_dir, seeds, cfg.log.tensorboard, progress if cfg.resume else None)
+    logger = RunLogger(
+        run_dir,
+        [run.columns(trainer.points) for run in runs],
+        [run.label(trainer.points) for run in runs],
+        cfg.log.tensorboard,
+        progress if cfg.resume else None,
+    )
 
     status = "completed"
     saved_iteration = None if not cfg.resume else progress.iteration
@@ -271,23 +327,30 @@ def _train(cfg: RunConfig, run_dir: Path, trainer: Trainer, stop: StopRequest) -
     try:
         if saved_iteration is None:  # so that even a run that fails at once has a checkpoint
             checkpoint()
-        while not _budget_reached(cfg, progress) and not stop.requested:
+        while not _budget_reached(cfg, runs, progress) and not stop.requested:
             t_chunk = time.perf_counter()
             with host_errors():
-                new_carry, out = compiled(carry, trainer.next_iterations(progress.env_steps))
+                new_carry, out = compiled(
+                    carry, trainer.hyper, trainer.next_iterations(progress.env_steps)
+                )
                 out = jax.device_get(out)
             progress.run_seconds += time.perf_counter() - t_chunk
             if not np.all(out.finite):
-                bad = [s for s, ok in zip(seeds, out.finite, strict=True) if not ok]
+                bad = [
+                    run.label(trainer.points)
+                    for run, ok in zip(runs, out.finite, strict=True)
+                    if not ok
+                ]
                 display.message(
                     f"error: non-finite parameters, metrics or eval returns after iteration "
-                    f"{progress.iteration + int(np.max(out.iterations))} (seeds {bad}); stopped. "
+                    f"{progress.iteration + int(np.max(out.iterations))} ({', '.join(bad)}); "
+                    f"stopped. "
                     f"The last good checkpoint (iteration {saved_iteration}) is kept."
                 )
                 status = "nan"
                 break
             carry = new_carry
-            _record(cfg, progress, out, logger, compile_seconds)
+            _record(progress, out, logger, compile_seconds)
             display.update(min(progress.env_steps), _progress_line(trainer, progress, out))
             chunks_done += 1
             if stop.requested or chunks_done % cfg.checkpoint.every == 0:
@@ -315,41 +378,48 @@ def _train(cfg: RunConfig, run_dir: Path, trainer: Trainer, stop: StopRequest) -
         logger.close()
         ckpt.close()
 
-    summary = _summary(cfg, progress, compile_seconds, status)
+    summary = _summary(cfg, trainer, progress, compile_seconds, status)
     with contextlib.suppress(OSError):  # a full disk: the error line above has said so
         write_json_atomic(run_dir / "summary.json", summary)
     if cfg.video and status == "completed":  # after summary.json: a failure here loses nothing
-        act = lambda agent_state, obs, key: trainer.agent.act(agent_state, obs, key, True)
-        videos = record_videos(trainer.env, act, carry.agent_state, seeds, run_dir)
+        act = lambda state, obs, key: trainer.agent_for(state[1]).act(state[0], obs, key, True)
+        names = [(run.label(trainer.points), run.seed) for run in runs]
+        videos = record_videos(trainer.env, act, (carry.agent_state, trainer.hyper), names, run_dir)
         summary["videos"] = [str(p) for p in videos.paths]
         write_json_atomic(run_dir / "summary.json", summary)
     return RunResult(run_dir, summary, carry, trainer, status)
 
 
-def _budget_reached(cfg: RunConfig, progress: Progress) -> bool:
+def _budget_reached(cfg: RunConfig, runs: list[Run], progress: Progress) -> bool:
     if min(progress.env_steps) >= cfg.budget.env_steps:
         return True
     target = cfg.budget.target_return
     return (
         target is not None
         and progress.iteration > 0
-        and float(np.mean(progress.final_eval)) >= target
+        and min(_mean_per_point(runs, progress.final_eval).values()) >= target
     )
 
 
-def _record(
-    cfg: RunConfig, progress: Progress, out: ChunkOutput, logger: RunLogger, compile_s: float
-) -> None:
-    """Host totals and logs of the iterations each seed ran in this chunk (none for a seed that
+def _mean_per_point(runs: list[Run], values: list[float]) -> dict[int | None, float]:
+    """The mean over seeds of each grid point (key None without a grid)."""
+    groups: dict[int | None, list[float]] = {}
+    for run, value in zip(runs, values, strict=True):
+        groups.setdefault(run.grid_point, []).append(value)
+    return {point: float(np.mean(v)) for point, v in groups.items()}
+
+
+def _record(progress: Progress, out: ChunkOutput, logger: RunLogger, compile_s: float) -> None:
+    """Host totals and logs of the iterations each run ran in this chunk (none for a run that
     had reached its budget before it)."""
-    ran = np.asarray(out.iterations, np.int64)  # [seeds]
-    steps = np.asarray(out.metrics["env_steps"], np.int64)  # [seeds, eval.every]
+    ran = np.asarray(out.iterations, np.int64)  # [runs]
+    steps = np.asarray(out.metrics["env_steps"], np.int64)  # [runs, eval.every]
     computed = np.asarray(out.metrics.get("env_steps_computed", steps), np.int64)
     cumulative = np.asarray(progress.env_steps, np.int64)[:, None] + np.cumsum(steps, axis=1)
     logger.log_iterations(out.metrics, cumulative, ran)
     progress.iteration += int(ran.max())
-    rows = []
-    for i, seed in enumerate(cfg.seeds):
+    rows = {}
+    for i in range(len(ran)):
         if ran[i] == 0:
             continue
         progress.iterations[i] += int(ran[i])
@@ -358,16 +428,13 @@ def _record(
         ret = float(np.mean(out.eval_returns[i]))
         progress.final_eval[i] = ret
         progress.best_eval[i] = max(progress.best_eval[i], ret)
-        rows.append(
-            {
-                "seed": seed,
-                "iteration": progress.iterations[i],
-                "env_steps": progress.env_steps[i],
-                "eval_return": ret,
-                "eval_return_std": float(np.std(out.eval_returns[i])),
-                "elapsed_seconds": round(compile_s + progress.run_seconds, 3),
-            }
-        )
+        rows[i] = {
+            "iteration": progress.iterations[i],
+            "env_steps": progress.env_steps[i],
+            "eval_return": ret,
+            "eval_return_std": float(np.std(out.eval_returns[i])),
+            "elapsed_seconds": round(compile_s + progress.run_seconds, 3),
+        }
     logger.log_eval(rows)
 
 
@@ -379,19 +446,25 @@ def _progress_line(trainer: Trainer, progress: Progress, out: ChunkOutput) -> st
         latest = values[np.arange(len(last)), last][np.asarray(out.iterations) > 0]
         parts.append(f"{name} {float(np.mean(latest)):.1f}")
     parts.append(f"eval {np.mean(progress.final_eval):.1f}")
+    if trainer.points:
+        per_point = _mean_per_point(trainer.runs, progress.final_eval)
+        best = max(per_point, key=lambda p: per_point[p])
+        parts.append(f"best point {hyper.point_name(trainer.points[best])}: {per_point[best]:.1f}")
     sps = sum(progress.env_steps) / max(progress.run_seconds, 1e-9)
     parts.append(f"{sps:,.0f} steps/s")
     return " | ".join(parts)
 
 
 def _summary(
-    cfg: RunConfig, progress: Progress, compile_seconds: float, status: str
+    cfg: RunConfig, trainer: Trainer, progress: Progress, compile_seconds: float, status: str
 ) -> dict[str, Any]:
     total_steps = sum(progress.env_steps)
-    return {
+    runs = trainer.runs
+    summary = {
         "agent": cfg.agent.name,
         "env": cfg.env.id,
         "status": status,
+        # over every run: with a grid, see "grid" for each point's
         "final_eval_return": finite_or_none(float(np.mean(progress.final_eval))),
         "best_eval_return": finite_or_none(float(np.mean(progress.best_eval))),
         "env_steps": int(np.mean(progress.env_steps)),
@@ -401,15 +474,29 @@ def _summary(
         "run_seconds": round(progress.run_seconds, 3),
         "env_steps_per_second": round(total_steps / max(progress.run_seconds, 1e-9), 1),
         "num_seeds": cfg.num_seeds,
+        "num_runs": len(runs),
         "devices": [str(d) for d in jax.local_devices()],
-        "seeds": [
+        "runs": [
             {
-                "seed": seed,
+                **run.columns(trainer.points),
                 "final_eval_return": finite_or_none(progress.final_eval[i]),
                 "best_eval_return": finite_or_none(progress.best_eval[i]),
                 "env_steps": progress.env_steps[i],
                 "iterations": progress.iterations[i],
             }
-            for i, seed in enumerate(cfg.seeds)
+            for i, run in enumerate(runs)
         ],
     }
+    if trainer.points:
+        final = _mean_per_point(runs, progress.final_eval)
+        best = _mean_per_point(runs, progress.best_eval)
+        summary["grid"] = [
+            {
+                "grid_point": p,
+                **point,
+                "final_eval_return": finite_or_none(final[p]),
+                "best_eval_return": finite_or_none(best[p]),
+            }
+            for p, point in enumerate(trainer.points)
+        ]
+    return summary

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -26,7 +26,7 @@ import optax
 from jax.flatten_util import ravel_pytree
 from jax.sharding import PartitionSpec as P
 
-from jaxrl import normalize, parallel
+from jaxrl import normalize, optimizers, parallel
 from jaxrl.config import require
 from jaxrl.distributions import Distribution
 from jaxrl.env import Env
@@ -41,6 +41,18 @@ STD_EPS = 1e-8
 @dataclass(frozen=True)
 class OnPolicyConfig:
     """Hyperparameters every on-policy agent has; agents subclass it with their own defaults."""
+
+    # Values a grid may vary in one program (jaxrl/hyper.py): they change no array shape.
+    HYPERPARAMETERS: ClassVar[tuple[str, ...]] = (
+        "learning_rate",
+        "max_grad_norm",
+        "adam_eps",
+        "gamma",
+        "vf_coef",
+        "ent_coef",
+        "obs_clip",
+        "reward_clip",
+    )
 
     name: str = "onpolicy"
     learning_rate: float = 3e-4
@@ -241,7 +253,7 @@ def make_on_policy(
     # fused ops instead of a few per weight array, which is most of a small network's update on
     # CPU, where every op costs a dispatch.
     tx = optax.chain(
-        optax.clip_by_global_norm(cfg.max_grad_norm) if cfg.max_grad_norm else optax.identity(),
+        optimizers.clip_by_global_norm(cfg.max_grad_norm),
         optax.scale_by_adam(eps=cfg.adam_eps),
     )
 

@@ -86,8 +86,11 @@ def use_headless_gl() -> str | None:
     )
 
 
-def record_videos(env: Any, act: Act, agent_states: Any, seeds: list[int], run_dir: Path) -> Videos:
-    """One episode per seed of `act` under each seed's agent state (leading axis = seeds)."""
+def record_videos(
+    env: Any, act: Act, agent_states: Any, runs: list[tuple[str, int]], run_dir: Path
+) -> Videos:
+    """One episode per run of `act` under each run's agent state (leading axis = runs); `runs`
+    gives each its video name (`seed_3` -> videos/seed_3.mp4) and the seed of its episode."""
     no_gl = use_headless_gl()
     make_frames = _frame_source(env)
     if isinstance(make_frames, str):
@@ -96,7 +99,7 @@ def record_videos(env: Any, act: Act, agent_states: Any, seeds: list[int], run_d
     act = jax.jit(act)
     out = Videos([], [], [], None)
     try:
-        _record_each(make_frames, act, agent_states, seeds, run_dir, out)
+        _record_each(make_frames, act, agent_states, runs, run_dir, out)
     except Exception as e:
         reason = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
         hint = f" ({no_gl})" if no_gl else ""
@@ -110,14 +113,14 @@ def _record_each(
     make_frames: FrameSource,
     act: Act,
     agent_states: Any,
-    seeds: list[int],
+    runs: list[tuple[str, int]],
     run_dir: Path,
     out: Videos,
 ) -> None:
-    for index, seed in enumerate(seeds):
+    for index, (name, seed) in enumerate(runs):
         state = jax.tree.map(lambda x, i=index: x[i], agent_states)
         policy = lambda obs, key, state=state: act(state, obs, key)
-        path = Path(run_dir) / VIDEO_DIR / f"seed_{seed}.mp4"
+        path = Path(run_dir) / VIDEO_DIR / f"{name}.mp4"
         frames, fps, totals = make_frames(policy, seed)
         write_mp4(frames, path, fps)
         out.paths.append(path)

@@ -13,7 +13,7 @@ import numpy as np
 
 def seed_values(summary: dict, key: str = "final_eval_return") -> np.ndarray:
     """`key` of every seed's row of a run's summary."""
-    return np.array([row[key] for row in summary["seeds"]], dtype=np.float64)
+    return np.array([row[key] for row in summary["runs"]], dtype=np.float64)
 
 
 def assert_mean_at_least(summary: dict, threshold: float, key: str = "final_eval_return") -> None:

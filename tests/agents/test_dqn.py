@@ -90,7 +90,7 @@ def test_dqn_solves_cartpole_two_seeds(tmp_path):
     )
     assert result.status == "completed"
     summary = result.summary
-    assert summary["final_eval_return"] >= 475, summary["seeds"]
+    assert summary["final_eval_return"] >= 475, summary["runs"]
     assert summary["env_steps"] < 60000, summary  # stopped early: reached, not timed out
 
 

@@ -195,7 +195,7 @@ def test_es_solves_cartpole(trained_run) -> None:
     about 57k env steps, a tenth of this budget)."""
     summary = trained_run.summary
     assert_mean_at_least(summary, 475)
-    for row in summary["seeds"]:
+    for row in summary["runs"]:
         assert row["env_steps"] >= 6e5
     assert summary["env_steps_computed"] >= summary["env_steps"]
 
@@ -214,13 +214,13 @@ def test_run_outputs(trained_run) -> None:
         "env_steps_per_second",
     ):
         assert key in summary
-    assert summary["seeds"][0]["seed"] == 0
+    assert summary["runs"][0]["seed"] == 0
     assert json.loads((run_dir / "config.json").read_text())["agent"]["population_size"] == 64
     assert (run_dir / "checkpoints").is_dir()
     rows = (run_dir / "evals.csv").read_text().strip().splitlines()
     assert rows[0].startswith("seed,iteration,env_steps,eval_return")
     # One row per chunk (3 generations) in which a seed still trained; seeds stop apart.
-    assert len(rows) - 1 == sum(-(-row["iterations"] // 3) for row in summary["seeds"])
+    assert len(rows) - 1 == sum(-(-row["iterations"] // 3) for row in summary["runs"])
 
 
 def test_load_and_act(trained_run) -> None:

@@ -37,7 +37,7 @@ def test_ppo_solves_cartpole_four_seeds(tmp_path):
     )
     summary = result.summary
     assert result.status == "completed"
-    assert [s["seed"] for s in summary["seeds"]] == [0, 1, 2, 3]
+    assert [s["seed"] for s in summary["runs"]] == [0, 1, 2, 3]
     assert_mean_at_least(summary, 400)
     curves = summarize(tmp_path)
     assert curves.returns.shape[0] == 4 and (tmp_path / "sweep.png").exists()

@@ -40,10 +40,10 @@ def test_seed_sweep_writes_a_run_per_seed(tmp_path: Path) -> None:
     result = cli("num_seeds=3", "seed=5", *TINY_ES, "budget.env_steps=2e3", f"log.dir={run_dir}")
     assert result.returncode == 0, result.stderr
     summary = json.loads((run_dir / "summary.json").read_text())
-    assert [row["seed"] for row in summary["seeds"]] == [5, 6, 7]
+    assert [row["seed"] for row in summary["runs"]] == [5, 6, 7]
     assert sorted(p.name for p in (run_dir / "tb").iterdir()) == ["seed_5", "seed_6", "seed_7"]
     # Different seeds really are different runs.
-    assert len({row["env_steps"] for row in summary["seeds"]}) > 1
+    assert len({row["env_steps"] for row in summary["runs"]}) > 1
 
 
 def test_budget_holds_per_seed_within_one_iteration(tmp_path: Path) -> None:
@@ -63,11 +63,11 @@ def test_budget_holds_per_seed_within_one_iteration(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     summary = json.loads((run_dir / "summary.json").read_text())
     rows = read_evals(run_dir)
-    for seed_row in summary["seeds"]:
+    for seed_row in summary["runs"]:
         steps = [int(r["env_steps"]) for r in rows if int(r["seed"]) == seed_row["seed"]]
         assert steps[-2] < budget <= steps[-1] == seed_row["env_steps"], steps
         assert seed_row["iterations"] == len(steps)
-    assert len({row["iterations"] for row in summary["seeds"]}) > 1  # they did stop apart
+    assert len({row["iterations"] for row in summary["runs"]}) > 1  # they did stop apart
 
     # Fixed-size iterations (PPO: 4 envs x 32 steps) end exactly at the first one past it.
     ppo_dir = tmp_path / "ppo"
@@ -215,6 +215,6 @@ def test_hydra_multirun_composes_with_num_seeds(tmp_path: Path) -> None:
     sigmas = []
     for job in ("0", "1"):
         summary = json.loads((tmp_path / job / "summary.json").read_text())
-        assert [row["seed"] for row in summary["seeds"]] == [0, 1]
+        assert [row["seed"] for row in summary["runs"]] == [0, 1]
         sigmas.append(json.loads((tmp_path / job / "config.json").read_text())["agent"]["sigma"])
     assert sigmas == [0.02, 0.05]

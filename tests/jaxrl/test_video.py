@@ -53,7 +53,7 @@ def _push_left(state, obs, key):
 @pytest.mark.parametrize(("act", "ends"), [(_balance, "truncated"), (_push_left, "terminated")])
 def test_jax_cartpole_video_has_a_frame_per_step_plus_the_first(tmp_path, act, ends) -> None:
     env = envs.make(EnvConfig("CartPole-v1", max_episode_steps=40))
-    videos = record_videos(env, act, NO_STATE, [3], tmp_path)
+    videos = record_videos(env, act, NO_STATE, [("seed_3", 3)], tmp_path)
     assert videos.warning is None
     assert videos.paths == [tmp_path / "videos" / "seed_3.mp4"]
     (length,) = videos.lengths
@@ -73,7 +73,7 @@ def test_jax_cartpole_video_has_a_frame_per_step_plus_the_first(tmp_path, act, e
 def test_jax_pendulum_video_takes_box_actions(tmp_path) -> None:
     env = envs.make(EnvConfig("Pendulum-v1", max_episode_steps=20))
     act = lambda state, obs, key: jnp.full((obs.shape[0], 1), 2.0)
-    videos = record_videos(env, act, NO_STATE, [0], tmp_path)
+    videos = record_videos(env, act, NO_STATE, [("seed_0", 0)], tmp_path)
     assert videos.lengths == [20]  # Pendulum never terminates: the cap ends it
     assert videos.returns[0] < 0.0  # costs only
     frames = _frames(videos.paths[0])
@@ -91,7 +91,7 @@ def _spec(name: str, family: str, obs_dim: int, action_space, cap: int) -> EnvSp
 def test_host_bullet_video_runs_the_policy_in_a_rendering_gymnasium_env(tmp_path) -> None:
     pytest.importorskip("pybullet")
     env = SimpleNamespace(spec=_spec("bullet/CartPole-v0", "host", 4, Discrete(2), 30))
-    videos = record_videos(env, _balance, NO_STATE, [1], tmp_path)
+    videos = record_videos(env, _balance, NO_STATE, [("seed_1", 1)], tmp_path)
     assert videos.lengths == [30] and videos.returns == [30.0]  # held up until the cap
     frames = _frames(videos.paths[0])
     assert frames.shape == (31, 240, 320, 3)  # the bullet envs' 320 x 240 frames
@@ -104,7 +104,7 @@ def test_env_that_cannot_render_warns_in_one_line_and_records_nothing(tmp_path, 
         spec=_spec("brax/hopper", "brax", 11, Box(-np.ones(3), np.ones(3), (3,)), 9)
     )
     with caplog.at_level(logging.WARNING, logger="jaxrl.video"):
-        videos = record_videos(env, _balance, NO_STATE, [0], tmp_path)
+        videos = record_videos(env, _balance, NO_STATE, [("seed_0", 0)], tmp_path)
     assert videos.paths == [] and not (tmp_path / "videos").exists()
     assert videos.warning == "video=true, but brax/hopper (brax env) cannot render here: no video"
     assert [r.getMessage() for r in caplog.records] == [videos.warning]
