@@ -103,6 +103,32 @@ BAD_INPUT: list[tuple[str, tuple[str, ...], str]] = [
     ("checkpoint-every-zero", ("checkpoint.every=0",), "error: checkpoint.every=0 must be >= 1"),
     ("checkpoint-keep-zero", ("checkpoint.keep=0",), "error: checkpoint.keep=0 must be >= 1"),
     ("no-envs", ("env.num_envs=0",), "error: env.num_envs=0 must be >= 1"),
+    (
+        "grid-of-a-shape-key",
+        ("agent=ppo", "grid.agent.num_steps=[64,128]"),
+        "error: grid.agent.num_steps: 'num_steps' changes the compiled program's shapes or "
+        "structure, so it cannot vary inside one program; sweep it with Hydra's multirun "
+        "instead (one program per value, composes with grid.*): -m agent.num_steps=64,128",
+    ),
+    (
+        "grid-of-an-unknown-key",
+        ("agent=ppo", "grid.agent.foo=[1,2]"),
+        "error: grid.agent.foo: 'foo' is not a key of agent ppo; keys a grid may vary: "
+        "learning_rate,",
+    ),
+    (
+        "grid-value-out-of-range",
+        ("agent=ppo", "grid.agent.learning_rate=[1e-3,-1]"),
+        "error: grid point learning_rate=-1: agent.learning_rate=-1.0 must be > 0",
+    ),
+    (
+        "grid-not-a-list",
+        ("agent=ppo", "grid.agent.learning_rate=1e-3"),
+        "error: grid.agent.learning_rate=1e-3: a grid takes a list of values, e.g. "
+        "grid.agent.learning_rate=[1e-3]",
+    ),
+    ("grid-empty", ("agent=ppo", "grid.agent.gamma=[]"), "error: grid.agent.gamma=[]: give a"),
+    ("grid-of-env-keys", ("grid.env.num_envs=[1,2]",), "error: unknown config key 'grid.env'"),
     ("episode-cap-zero", ("env.max_episode_steps=0",), "error: env.max_episode_steps=0"),
     (
         "unknown-pool",
