@@ -190,7 +190,7 @@ def test_sweep_summarises_an_es_run(tmp_path: Path) -> None:
         timeout=120,
     )
     assert out.returncode == 0, out.stderr
-    assert out.stdout.startswith("2 seeds, final mean ")
+    assert out.stdout.startswith("1. all seeds: final ") and "(2 seeds)" in out.stdout
     rows = read_evals(run_dir)
     first = max(min(int(r["env_steps"]) for r in rows if r["seed"] == s) for s in ("0", "1"))
     sweep_steps = [
