@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from jaxrl.config import require
+from jaxrl.datatypes import Agent, Array
 from jaxrl.distributions import Distribution
 from jaxrl.env import Env
 from jaxrl.onpolicy import (
@@ -18,7 +19,6 @@ from jaxrl.onpolicy import (
     make_on_policy,
     policy_gradient_loss,
 )
-from jaxrl.types import Agent, Array
 
 
 @dataclass(frozen=True)

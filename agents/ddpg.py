@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from agents.td3 import TD3Config, make_td3
+from jaxrl.datatypes import Agent
 from jaxrl.env import Env
-from jaxrl.types import Agent
 
 
 @dataclass(frozen=True)

@@ -53,6 +53,7 @@ import optax
 
 from jaxrl import optimizers
 from jaxrl.config import ConfigError, require
+from jaxrl.datatypes import Agent, Array, Discrete, EnvSpec, Key, Metrics, PyTree, Transition
 from jaxrl.env import Env
 from jaxrl.networks import Dense, MLPTorso, NatureCNN, resolve_torso
 from jaxrl.offpolicy import (
@@ -63,7 +64,6 @@ from jaxrl.offpolicy import (
     make_off_policy,
     soft_update,
 )
-from jaxrl.types import Agent, Array, Discrete, EnvSpec, Key, Metrics, PyTree, Transition
 
 LOSSES = ("huber", "mse")
 

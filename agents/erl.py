@@ -69,10 +69,10 @@ from agents.ddpg import DDPGConfig
 from agents.td3 import TD3Config, make_td3_learner
 from jaxrl import ga, hyper, replay
 from jaxrl.config import require
+from jaxrl.datatypes import Agent, Array, Box, Discrete, Key, Metrics, PyTree, TimeStep, Transition
 from jaxrl.env import Env
 from jaxrl.offpolicy import Learner, example_transition
 from jaxrl.replay import ReplayState
-from jaxrl.types import Agent, Array, Box, Discrete, Key, Metrics, PyTree, TimeStep, Transition
 
 LEARNERS = ("ddpg", "td3")
 

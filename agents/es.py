@@ -29,11 +29,11 @@ from jax.sharding import PartitionSpec as P
 
 from jaxrl import normalize, optimizers, parallel
 from jaxrl.config import require
+from jaxrl.datatypes import Agent, Array, Key, Metrics
 from jaxrl.env import Env, random_actions
 from jaxrl.networks import MLP, deterministic_action, policy_output_size
 from jaxrl.normalize import RunningStats
 from jaxrl.rollout import run_episodes
-from jaxrl.types import Agent, Array, Key, Metrics
 
 FITNESS_SHAPINGS = ("centered_ranks", "zscore")
 AXIS = "pop"

@@ -12,13 +12,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+import chex
 import jax.numpy as jnp
 
 from jaxrl.config import require
+from jaxrl.datatypes import Agent, Array
 from jaxrl.distributions import Distribution
 from jaxrl.env import Env
 from jaxrl.onpolicy import Algorithm, OnPolicyConfig, Sample, make_on_policy
-from jaxrl.types import Agent, Array
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,7 @@ def ppo_loss(
     cfg: PPOConfig, dist: Distribution, value: Array, sample: Sample
 ) -> tuple[Array, dict[str, Array]]:
     """Per-sample PPO loss: −min(ρA, clip(ρ, 1±ε)A) + c_v·value loss − c_e·entropy."""
+    chex.assert_rank([value, sample.advantage, sample.target, sample.log_prob], 0)
     log_ratio = dist.log_prob(sample.raw_action) - sample.log_prob
     ratio = jnp.exp(log_ratio)
     clipped_ratio = jnp.clip(ratio, 1.0 - cfg.clip_eps, 1.0 + cfg.clip_eps)

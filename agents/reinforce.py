@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from jaxrl.config import require
+from jaxrl.datatypes import Agent, Array
 from jaxrl.distributions import Distribution
 from jaxrl.env import Env
 from jaxrl.onpolicy import (
@@ -22,7 +23,6 @@ from jaxrl.onpolicy import (
     make_on_policy,
     policy_gradient_loss,
 )
-from jaxrl.types import Agent, Array
 
 BASELINES = ("learned", "mean", "none")
 

@@ -37,11 +37,11 @@ from agents.td3 import (
     td_target,
 )
 from jaxrl.config import require
+from jaxrl.datatypes import Agent, Array, EnvSpec, Key, Metrics, PyTree, Transition
 from jaxrl.distributions import TanhGaussian
 from jaxrl.env import Env
 from jaxrl.networks import Dense
 from jaxrl.offpolicy import Learner, OffPolicyConfig, make_off_policy, soft_update
-from jaxrl.types import Agent, Array, EnvSpec, Key, Metrics, PyTree, Transition
 
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0  # the bounds of the SAC reference code
 

@@ -34,10 +34,10 @@ import numpy as np
 import optax
 
 from jaxrl.config import ConfigError, require
+from jaxrl.datatypes import Agent, Array, Box, EnvSpec, Key, Metrics, PyTree, Transition
 from jaxrl.env import Env
 from jaxrl.networks import Dense, activation
 from jaxrl.offpolicy import Learner, OffPolicyConfig, make_off_policy, soft_update
-from jaxrl.types import Agent, Array, Box, EnvSpec, Key, Metrics, PyTree, Transition
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """Environments of every family behind one constructor: `envs.make(cfg) -> Env`.
 
-The family is read off the name (DESIGN.md §1): bare ids are JAX-native, `brax/<name>` Brax,
+The family is read off the name: bare ids are JAX-native, `brax/<name>` Brax,
 `gym/<any Gymnasium id>`, `bullet/<id>`, `pixel/<id>` and `ALE/<Game>-v5` run on the host
 through `envs.host`. Families are imported when used, so `import envs` stays light: async host
 pools start worker processes that import it without JAX.

@@ -63,7 +63,7 @@ import numpy as np
 
 from envs.host import HostStep
 from jaxrl.config import ConfigError, EnvConfig, require
-from jaxrl.types import Box, Discrete, EnvSpec
+from jaxrl.datatypes import Box, Discrete, EnvSpec
 
 PREFIX = "ALE/"
 # Frames per episode before truncation, as in Gymnasium's v5 ids and Machado et al. (2018).

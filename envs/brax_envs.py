@@ -24,8 +24,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrl.config import ConfigError, EnvConfig, require
+from jaxrl.datatypes import Array, Box, EnvSpec, Key, TimeStep
 from jaxrl.env import episode_info
-from jaxrl.types import Array, Box, EnvSpec, Key, TimeStep
 
 logger = logging.getLogger(__name__)
 

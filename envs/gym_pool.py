@@ -1,4 +1,4 @@
-"""Gymnasium envs as host pools: `gym/<id>`, `bullet/<id>` and `pixel/<id>` (DESIGN.md §1).
+"""Gymnasium envs as host pools: `gym/<id>`, `bullet/<id>` and `pixel/<id>`.
 
 `GymnasiumPool` steps gymnasium's own vector envs (`SyncVectorEnv` in this process, or
 `AsyncVectorEnv` with one worker process per env) in same-step auto-reset mode, turns their
@@ -28,7 +28,7 @@ from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
 
 from envs.host import POOL_MODES, HostEnv, HostEnvConfig, HostEnvError, HostStep
 from jaxrl.config import ConfigError
-from jaxrl.types import Box, Discrete, EnvSpec, Space
+from jaxrl.datatypes import Box, Discrete, EnvSpec, Space
 
 GYM_PREFIX = "gym/"
 # Our Gymnasium namespaces: the module whose import registers them (in every worker too).

@@ -8,8 +8,8 @@ import numpy as np
 from gymnax.environments import spaces as gymnax_spaces
 
 from envs import GYMNAX_MAX_EPISODE_STEPS
+from jaxrl.datatypes import Box, Discrete, EnvSpec, Space
 from jaxrl.env import EnvCore, VectorEnv
-from jaxrl.types import Box, Discrete, EnvSpec, Space
 
 
 def _space(space: object) -> Space:

@@ -2,7 +2,8 @@
 
 A host env family provides a *pool* (`HostPool`): n env instances stepped together in numpy, with
 same-step auto-reset and episode statistics. `HostEnv` turns a pool factory into the functional,
-batched `Env` of DESIGN.md §3 that compiled training loops `lax.scan` over like any JAX env:
+batched `Env` (docs/architecture.md, Environments) that compiled training loops `lax.scan`
+over like any JAX env:
 
 * The env state is an int32 *handle* naming a pool in this process. `reset(key)` is one host call
   that readies a pool seeded from the key's data and returns its handle and first observations;
@@ -51,8 +52,8 @@ from jax.experimental import io_callback
 from jax.experimental.buffer_callback import buffer_callback
 
 from jaxrl.config import EnvConfig, require
+from jaxrl.datatypes import Array, EnvSpec, Key, TimeStep
 from jaxrl.env import episode_info
-from jaxrl.types import Array, EnvSpec, Key, TimeStep
 
 
 class HostStep(NamedTuple):

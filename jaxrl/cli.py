@@ -43,7 +43,7 @@ CONFIG_MODULE = "jaxrl.conf"
 def register_configs(env_ids: Sequence[str] = ()) -> None:
     """Schemas and one env node per registered env name and per name in `env_ids` (open-ended
     families: `gym/<any Gymnasium id>`, `ALE/<Game>-v5`), so `env=<any valid name>` composes
-    without a YAML file per env (DESIGN.md §6)."""
+    without a YAML file per env."""
     cs = ConfigStore.instance()
     base = _schema(RunConfig)
     # `grid.agent.<key>=[...]` adds keys (Hydra's struct mode would ask for `+grid.agent.<key>`);

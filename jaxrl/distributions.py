@@ -15,7 +15,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from jaxrl.types import Array, Key
+from jaxrl.datatypes import Array, Key
 
 LOG_2PI = math.log(2.0 * math.pi)
 

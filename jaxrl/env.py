@@ -1,8 +1,8 @@
 """The batched functional Env every family implements, and the vectoriser JAX-native envs share.
 
 A JAX-native env only has to provide single-env `reset`/`step` functions (`EnvCore`); `VectorEnv`
-turns them into the batched, auto-resetting, episode-counting `Env` of DESIGN.md §3, with time
-limits handled here so that `terminated` and `truncated` stay apart.
+turns them into the batched, auto-resetting, episode-counting `Env` (docs/architecture.md,
+Environments), with time limits handled here so that `terminated` and `truncated` stay apart.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any, NamedTuple, Protocol
 import jax
 import jax.numpy as jnp
 
-from jaxrl.types import Array, Box, EnvSpec, Key, TimeStep
+from jaxrl.datatypes import Array, Box, EnvSpec, Key, TimeStep
 
 
 class Env(Protocol):

@@ -30,7 +30,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from jaxrl.types import Array, Key, PyTree
+from jaxrl.datatypes import Array, Key, PyTree
 
 WEIGHT_LIMIT = 1e6
 

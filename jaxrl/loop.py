@@ -29,8 +29,9 @@ from jaxrl import config as config_lib
 from jaxrl import hyper
 from jaxrl.checkpoint import Checkpointer, CheckpointError
 from jaxrl.config import ConfigError, RunConfig
+from jaxrl.datatypes import Agent, Array, Key
 from jaxrl.interrupt import StopRequest, ctrl_c_requests_stop
-from jaxrl.logging import (
+from jaxrl.outputs import (
     LiveDisplay,
     RunLogger,
     finite_or_none,
@@ -40,7 +41,6 @@ from jaxrl.logging import (
 from jaxrl.prng import make_key
 from jaxrl.rollout import run_episodes
 from jaxrl.rundir import CHECKPOINTS, claim, default_run_dir, holds_run
-from jaxrl.types import Agent, Array, Key
 from jaxrl.video import record_videos
 
 

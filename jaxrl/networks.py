@@ -14,8 +14,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrl.config import ConfigError
+from jaxrl.datatypes import Array, Box, Discrete, Space
 from jaxrl.distributions import Categorical, DiagGaussian, Distribution, TanhGaussian
-from jaxrl.types import Array, Box, Discrete, Space
 
 ACTIVATIONS = {"tanh": jnp.tanh, "relu": jax.nn.relu, "elu": jax.nn.elu, "gelu": jax.nn.gelu}
 VBN_EPS = 1e-5

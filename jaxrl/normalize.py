@@ -12,7 +12,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from jaxrl.types import Array
+from jaxrl.datatypes import Array
 
 
 class RunningStats(NamedTuple):

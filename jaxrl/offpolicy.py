@@ -24,10 +24,10 @@ import optax
 
 from jaxrl import replay
 from jaxrl.config import require
+from jaxrl.datatypes import Agent, Array, Key, Metrics, PyTree, Transition
 from jaxrl.env import Env, random_actions
 from jaxrl.networks import check_mlp
 from jaxrl.replay import ReplayState
-from jaxrl.types import Agent, Array, Key, Metrics, PyTree, Transition
 
 
 @dataclass(frozen=True)

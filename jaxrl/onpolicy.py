@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, NamedTuple
 
+import chex
 import jax
 import jax.numpy as jnp
 import optax
@@ -28,11 +29,11 @@ from jax.sharding import PartitionSpec as P
 
 from jaxrl import normalize, optimizers, parallel
 from jaxrl.config import require
+from jaxrl.datatypes import Agent, Array, Key, PyTree, Transition
 from jaxrl.distributions import Distribution
 from jaxrl.env import Env
 from jaxrl.networks import ActorCritic, action_head, check_mlp, resolve_torso
 from jaxrl.normalize import RunningStats
-from jaxrl.types import Agent, Array, Key, PyTree, Transition
 
 AXIS = "envs"
 STD_EPS = 1e-8
@@ -108,6 +109,7 @@ def policy_gradient_loss(
     """Per-sample −log π(a|s)·advantage + vf_coef·½(V − target)² − ent_coef·entropy; the
     advantage is data (no gradient flows into it). A2C's loss, and REINFORCE's (vf_coef 0 without
     a learned baseline)."""
+    chex.assert_rank([value, sample.advantage, sample.target], 0)  # one sample: vmap batches it
     policy_loss = -dist.log_prob(sample.raw_action) * sample.advantage
     value_loss = 0.5 * (value - sample.target) ** 2
     entropy = dist.entropy()
@@ -165,6 +167,7 @@ def gae(
     cut the λ-recursion, since the next stored step belongs to a new episode. The last step
     bootstraps from V of the observation after the rollout. λ = 1 gives n-step returns.
     """
+    chex.assert_equal_shape([rewards, values, next_values, terminated, truncated])
     terminated = terminated.astype(jnp.float32)
     done = jnp.maximum(terminated, truncated.astype(jnp.float32))
     deltas = rewards + gamma * (1.0 - terminated) * next_values - values

@@ -14,7 +14,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from jaxrl.types import Key
+from jaxrl.datatypes import Key
 
 IMPL = "threefry2x32"
 

@@ -1,10 +1,10 @@
 """Replay buffer as a pure pytree: a ring of fixed capacity that lives on device with the agent.
 
 Every off-policy learner (DQN, DDPG, TD3, SAC) and ERL's shared buffer use it. Items are any pytree
-(usually `jaxrl.types.Transition`); each leaf is stored in its own dtype, so pixel observations stay
-uint8. Adding writes a batch of items at once (one env step of the whole batch, or a masked block
-of episode steps); sampling is uniform over what has been written. Being a pytree, the buffer is
-vmapped over seeds and checkpointed with the rest of the agent state.
+(usually `jaxrl.datatypes.Transition`); each leaf is stored in its own dtype, so pixel
+observations stay uint8. Adding writes a batch of items at once (one env step of the whole batch,
+or a masked block of episode steps); sampling is uniform over what has been written. Being a
+pytree, the buffer is vmapped over runs and checkpointed with the rest of the agent state.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxrl.config import require
-from jaxrl.types import Array, Key, PyTree
+from jaxrl.datatypes import Array, Key, PyTree
 
 
 class ReplayState(NamedTuple):

@@ -9,9 +9,9 @@ import jax
 import jax.numpy as jnp
 
 from jaxrl import normalize
+from jaxrl.datatypes import Array, Key
 from jaxrl.env import Env
 from jaxrl.normalize import RunningStats
-from jaxrl.types import Array, Key
 
 Policy = Callable[[Array, Key], Array]  # (batched obs, key) -> batched action
 

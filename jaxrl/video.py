@@ -31,9 +31,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxrl.datatypes import Box, Discrete, EnvSpec
 from jaxrl.env import VectorEnv
 from jaxrl.prng import make_key
-from jaxrl.types import Box, Discrete, EnvSpec
 
 logger = logging.getLogger(__name__)
 

@@ -16,8 +16,8 @@ from agents.ddpg import DDPGConfig
 from agents.td3 import make_td3_learner, td3_networks
 from jaxrl.cli import compose
 from jaxrl.config import EnvConfig
+from jaxrl.datatypes import EnvSpec, Transition
 from jaxrl.prng import make_key
-from jaxrl.types import EnvSpec, Transition
 
 QUIET = ("log.progress=false", "log.tensorboard=false")
 

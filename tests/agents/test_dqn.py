@@ -31,10 +31,10 @@ from agents.dqn import (
 from envs.host import HostEnvConfig
 from jaxrl.cli import compose
 from jaxrl.config import ConfigError, EnvConfig
+from jaxrl.datatypes import Box, Discrete, EnvSpec, Transition
 from jaxrl.env import random_actions
 from jaxrl.networks import conv_valid
 from jaxrl.prng import make_key
-from jaxrl.types import Box, Discrete, EnvSpec, Transition
 
 REPO = Path(__file__).resolve().parents[2]
 QUIET = ("log.progress=false", "log.tensorboard=false")

@@ -30,8 +30,8 @@ from agents.es import (
     zscore,
 )
 from jaxrl.config import ConfigError, EnvConfig
+from jaxrl.datatypes import Box, EnvSpec
 from jaxrl.networks import MLP
-from jaxrl.types import Box, EnvSpec
 
 QUIET = ("log.progress=false", "log.tensorboard=false")
 

@@ -1,7 +1,7 @@
 """ES population sharding: 4 forced CPU devices give the same update as 1 device.
 
 Each device count needs its own process (XLA_FLAGS is read at JAX start-up); the runs are guarded
-by a timeout because DESIGN.md §7 records multi-device CPU runs that hung.
+by a timeout because multi-device CPU runs have hung (docs/architecture.md, Training loop).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ for g in range(2):
 out["theta"] = state.theta.tolist()
 out["fitness_mean"] = float(metrics["fitness_mean"])
 out["obs_count"] = float(state.obs_stats.count)
-# Two seeds vmapped over the sharded generation (the case DESIGN.md warns can hang).
+# Two seeds vmapped over the sharded generation (the case that hung before the lax.map init).
 states = jax.lax.map(agent.init, jax.random.split(jax.random.PRNGKey(1), 2))  # see Trainer.init
 states, _, _ = jax.jit(jax.vmap(agent.train_step, in_axes=(0, None, 0)))(
     states, None, jax.random.split(jax.random.PRNGKey(2), 2)

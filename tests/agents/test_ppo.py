@@ -39,8 +39,8 @@ def test_ppo_solves_cartpole_four_seeds(tmp_path):
     assert result.status == "completed"
     assert [s["seed"] for s in summary["runs"]] == [0, 1, 2, 3]
     assert_mean_at_least(summary, 400)
-    curves = summarize(tmp_path)
-    assert curves.returns.shape[0] == 4 and (tmp_path / "sweep.png").exists()
+    [point] = summarize(tmp_path)
+    assert point.curves.returns.shape[0] == 4 and (tmp_path / "sweep.png").exists()
 
 
 @pytest.mark.slow

@@ -28,10 +28,10 @@ from agents.sac import (
 )
 from jaxrl.cli import compose
 from jaxrl.config import ConfigError, EnvConfig
+from jaxrl.datatypes import EnvSpec, Transition
 from jaxrl.loop import Trainer
 from jaxrl.offpolicy import Learner
 from jaxrl.prng import make_key
-from jaxrl.types import EnvSpec, Transition
 
 QUIET = ("log.progress=false", "log.tensorboard=false")
 SMALL = {"hidden_sizes": (16,), "batch_size": 8}

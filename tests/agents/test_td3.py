@@ -24,10 +24,10 @@ from agents.td3 import (
 )
 from jaxrl.cli import compose
 from jaxrl.config import ConfigError, EnvConfig
+from jaxrl.datatypes import Box, EnvSpec, Transition
 from jaxrl.loop import Trainer
 from jaxrl.offpolicy import soft_update
 from jaxrl.prng import make_key
-from jaxrl.types import Box, EnvSpec, Transition
 
 QUIET = ("log.progress=false", "log.tensorboard=false")
 SMALL = {"hidden_sizes": (16,), "batch_size": 8}

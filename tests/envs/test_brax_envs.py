@@ -19,7 +19,7 @@ import envs
 from envs.brax_envs import BraxEnv, BraxEnvConfig, make_brax
 from jaxrl.cli import compose
 from jaxrl.config import ConfigError
-from jaxrl.types import Box, EnvSpec, TimeStep
+from jaxrl.datatypes import Box, EnvSpec, TimeStep
 
 
 def rollout(env, key: jax.Array, actions: jax.Array) -> TimeStep:

@@ -22,8 +22,8 @@ import pytest
 
 import envs
 from jaxrl.config import EnvConfig
+from jaxrl.datatypes import Box, Discrete, TimeStep
 from jaxrl.env import VectorEnv, VectorState
-from jaxrl.types import Box, Discrete, TimeStep
 from jaxrl.video import TWIN_STATE
 
 ATOL = 1e-5  # float32 (ours) vs float64 (Gymnasium) after one step from identical states

@@ -1,4 +1,5 @@
-"""VectorEnv semantics (DESIGN.md §3) checked against hand-computed values on a counter env.
+"""VectorEnv semantics (docs/architecture.md, Environments) checked against hand-computed values
+on a counter env.
 
 The counter env makes every number predictable: the action is added to a counter, the reward is
 1 + the new counter, and the episode terminates once the counter reaches 3. A per-episode random
@@ -19,8 +20,8 @@ import numpy as np
 
 import envs
 from jaxrl.config import EnvConfig
+from jaxrl.datatypes import Array, Box, Discrete, EnvSpec, Key, TimeStep
 from jaxrl.env import EnvCore, VectorEnv, VectorState, random_actions
-from jaxrl.types import Array, Box, Discrete, EnvSpec, Key, TimeStep
 
 
 class CounterState(NamedTuple):

@@ -23,10 +23,10 @@ from agents.ppo import PPOConfig, make_ppo, ppo_loss
 from agents.reinforce import REINFORCEConfig, make_reinforce, reinforce_loss
 from jaxrl.cli import compose
 from jaxrl.config import ConfigError, EnvConfig
+from jaxrl.datatypes import Box, Discrete
 from jaxrl.distributions import Categorical, DiagGaussian, TanhGaussian
 from jaxrl.networks import ActorCritic, action_head
 from jaxrl.onpolicy import Sample, gae, shuffled_minibatches
-from jaxrl.types import Box, Discrete
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -248,7 +248,7 @@ def _start_on_devices(count: int) -> subprocess.Popen:
 
 
 def _result(proc: subprocess.Popen) -> dict:
-    try:  # DESIGN.md §7: multi-device CPU programs have hung here; fail, never hang
+    try:  # multi-device CPU programs have hung here; fail, never hang
         stdout, stderr = proc.communicate(timeout=300)
     except subprocess.TimeoutExpired:
         proc.kill()

@@ -15,9 +15,9 @@ import numpy as np
 
 import envs
 from jaxrl.config import EnvConfig
+from jaxrl.datatypes import Array, Box, Discrete, EnvSpec, Key
 from jaxrl.env import EnvCore, VectorEnv, random_actions
 from jaxrl.rollout import Episodes, run_episodes
-from jaxrl.types import Array, Box, Discrete, EnvSpec, Key
 
 
 def _obs(count: Array) -> Array:

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from jaxrl.logging import EVAL_COLUMNS
+from jaxrl.outputs import EVAL_COLUMNS
 from jaxrl.sweep import bootstrap_ci, summarize
 
 REPO = Path(__file__).resolve().parents[2]

@@ -21,7 +21,7 @@ pytest.importorskip("pygame")
 
 import envs  # noqa: E402
 from jaxrl.config import EnvConfig  # noqa: E402
-from jaxrl.types import Box, Discrete, EnvSpec  # noqa: E402
+from jaxrl.datatypes import Box, Discrete, EnvSpec  # noqa: E402
 from jaxrl.video import gymnasium_id, record_videos  # noqa: E402
 
 # Reading an mp4 starts ffmpeg: a fork straight into exec, which JAX's fork warning does not know.

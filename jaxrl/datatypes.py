@@ -46,7 +46,7 @@ class EnvSpec:
     """What an agent needs to know about an env before anything is traced."""
 
     name: str
-    family: str  # "jax", "brax" or "host": where the env runs (DESIGN.md §1)
+    family: str  # "jax", "brax" or "host": where the env runs
     observation_space: Box
     action_space: Space
     num_envs: int
