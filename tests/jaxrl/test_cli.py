@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from cli_helpers import QUICK_PPO, REPO, TINY_ES, cli, read_evals
 
+import agents
 import jaxrl
 from jaxrl.cli import compose
 
@@ -218,3 +219,11 @@ def test_hydra_multirun_composes_with_num_seeds(tmp_path: Path) -> None:
         assert [row["seed"] for row in summary["runs"]] == [0, 1]
         sigmas.append(json.loads((tmp_path / job / "config.json").read_text())["agent"]["sigma"])
     assert sigmas == [0.02, 0.05]
+
+
+@pytest.mark.parametrize("name", list(agents.REGISTRY))
+def test_an_agent_composes_to_its_config_class_defaults(name: str) -> None:
+    """The config dataclass is the one source of defaults: `agent=<name>` composes to exactly
+    it (the YAML files only name the schema)."""
+    env = "Pendulum-v1" if name in ("td3", "ddpg", "sac", "erl") else "CartPole-v1"
+    assert compose([f"agent={name}", f"env={env}"]).agent == agents.REGISTRY[name].config()
