@@ -3,6 +3,7 @@
 Python entry points (the CLI is `python -m jaxrl.run`):
 
     result = jaxrl.train("agent=es", "env=CartPole-v1", "num_seeds=4")
+    result = jaxrl.train(agent="ppo", num_seeds=4, grid={"agent": {"learning_rate": [1e-3, 3e-4]}})
     policy = jaxrl.load(result.run_dir)
     action = policy(obs)
 
@@ -11,8 +12,9 @@ Importing `jaxrl` imports neither JAX nor any agent or env: they load when first
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from jaxrl.loop import RunResult
@@ -21,13 +23,50 @@ if TYPE_CHECKING:
 __all__ = ["Policy", "load", "train"]
 
 
-def train(*overrides: str, run_dir: str | Path | None = None) -> RunResult:
+def train(
+    *overrides: str,
+    run_dir: str | Path | None = None,
+    progress_fn: Callable[[dict[str, Any]], None] | None = None,
+    **config: Any,
+) -> RunResult:
     """Train from Hydra-style overrides, exactly as the CLI would; returns the run's result.
-    `run_dir` is `log.dir` (a new directory under `runs/` when neither is given)."""
+
+    Keyword arguments are overrides too: `num_seeds=4`, `budget={"env_steps": 1e5}`,
+    `grid={"agent": {"learning_rate": [1e-3, 3e-4]}}`; `agent` and `env` take a name or a dict
+    whose `name` / `id` picks it (`agent={"name": "ppo", "ent_coef": 0.0}`). `run_dir` is
+    `log.dir` (a new directory under `runs/` when neither is given). `progress_fn`, when given,
+    is called after every evaluation with the iteration, the env steps of the slowest run, the
+    mean eval return and each run's latest eval return."""
     from jaxrl import cli, loop
 
-    cfg, directory = cli.plan(list(overrides), run_dir)
-    return loop.train(cfg, directory)
+    cfg, directory = cli.plan([*overrides, *keyword_overrides(config)], run_dir)
+    return loop.train(cfg, directory, progress_fn)
+
+
+def keyword_overrides(config: dict[str, Any]) -> list[str]:
+    """Keyword arguments as override strings (nested dicts become dotted keys)."""
+
+    def value(v: Any) -> str:
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if v is None:
+            return "null"
+        if isinstance(v, list | tuple):
+            return "[" + ",".join(value(x) for x in v) + "]"
+        return str(v)
+
+    def flatten(prefix: str, v: Any) -> list[str]:
+        if not isinstance(v, dict):
+            return [f"{prefix}={value(v)}"]
+        out = []
+        for key, item in v.items():
+            if prefix in ("agent", "env") and key == {"agent": "name", "env": "id"}[prefix]:
+                out.insert(0, f"{prefix}={item}")  # the group choice, before its keys
+            else:
+                out += flatten(f"{prefix}.{key}", item)
+        return out
+
+    return [o for key, v in config.items() for o in flatten(key, v)]
 
 
 def load(run_dir: str | Path, seed: int | None = None, grid_point: int | None = None) -> Policy:

@@ -12,6 +12,7 @@ import contextlib
 import dataclasses
 import math
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -253,9 +254,14 @@ def save_config(cfg: RunConfig, run_dir: Path) -> None:
     write_text_atomic(run_dir / "config.yaml", yaml.safe_dump(data, sort_keys=False))
 
 
-def train(cfg: RunConfig, run_dir: Path | None = None) -> RunResult:
+ProgressFn = Callable[[dict[str, Any]], None]
+
+
+def train(
+    cfg: RunConfig, run_dir: Path | None = None, progress_fn: ProgressFn | None = None
+) -> RunResult:
     """Train `cfg` into `run_dir` (None: a new directory under `runs/`), resuming from its
-    checkpoints when `cfg.resume` is set.
+    checkpoints when `cfg.resume` is set; `progress_fn` sees every evaluation (`jaxrl.train`).
 
     Everything that can be refused (the agent and env combination, the run directory) is
     checked before anything is written or compiled: a ConfigError leaves no trace."""
@@ -268,10 +274,16 @@ def train(cfg: RunConfig, run_dir: Path | None = None) -> RunResult:
             cfg = dataclasses.replace(cfg, log=dataclasses.replace(cfg.log, dir=str(run_dir)))
         run_dir = Path(run_dir)
         with claim(run_dir, resume=bool(cfg.resume)):
-            return _train(cfg, run_dir, trainer, stop)
+            return _train(cfg, run_dir, trainer, stop, progress_fn)
 
 
-def _train(cfg: RunConfig, run_dir: Path, trainer: Trainer, stop: StopRequest) -> RunResult:
+def _train(
+    cfg: RunConfig,
+    run_dir: Path,
+    trainer: Trainer,
+    stop: StopRequest,
+    progress_fn: ProgressFn | None,
+) -> RunResult:
     runs = trainer.runs
     if cfg.resume and not holds_run(run_dir):
         raise ConfigError(
@@ -352,6 +364,15 @@ def _train(cfg: RunConfig, run_dir: Path, trainer: Trainer, stop: StopRequest) -
             carry = new_carry
             _record(progress, out, logger, compile_seconds)
             display.update(min(progress.env_steps), _progress_line(trainer, progress, out))
+            if progress_fn is not None:
+                progress_fn(
+                    {
+                        "iteration": progress.iteration,
+                        "env_steps": min(progress.env_steps),
+                        "eval_return": float(np.mean(progress.final_eval)),
+                        "eval_returns": list(progress.final_eval),  # per run
+                    }
+                )
             chunks_done += 1
             if stop.requested or chunks_done % cfg.checkpoint.every == 0:
                 checkpoint()

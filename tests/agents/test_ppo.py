@@ -24,21 +24,27 @@ def test_yaml_composes_onto_the_schema():
 
 def test_ppo_solves_cartpole_four_seeds(tmp_path):
     """PureJaxRL's configuration (4 envs x 128 steps, 4 minibatches, 4 epochs) on 100k steps,
-    4 seeds in one program. Measured on an AMD EPYC: 500 for every seed. Threshold: mean 400."""
+    4 seeds in one program, written with keyword arguments and a progress callback. Measured on
+    an AMD EPYC: 500 for every seed. Threshold: mean 400."""
+    seen = []
     result = jaxrl.train(
-        "agent=ppo",
-        "env=CartPole-v1",
-        "env.num_envs=4",
-        "num_seeds=4",
-        "budget.env_steps=100000",
-        "eval.every=20",
-        *QUIET,
+        agent="ppo",
+        env={"id": "CartPole-v1", "num_envs": 4},
+        num_seeds=4,
+        budget={"env_steps": 100000},
+        eval={"every": 20},
+        log={"progress": False, "tensorboard": False},
         run_dir=tmp_path,
+        progress_fn=seen.append,
     )
     summary = result.summary
     assert result.status == "completed"
     assert [s["seed"] for s in summary["runs"]] == [0, 1, 2, 3]
     assert_mean_at_least(summary, 400)
+    # 100k steps / 512 per iteration: 196 iterations, an evaluation every 20 and at the end
+    assert [p["iteration"] for p in seen] == [*range(20, 196, 20), 196]
+    assert seen[-1]["eval_returns"] == [r["final_eval_return"] for r in summary["runs"]]
+    assert seen[-1]["env_steps"] == summary["env_steps"] == 196 * 512
     [point] = summarize(tmp_path)
     assert point.curves.returns.shape[0] == 4 and (tmp_path / "sweep.png").exists()
 
