@@ -17,7 +17,6 @@ above compared point by point.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import sys
 import tempfile
@@ -27,6 +26,8 @@ import numpy as np
 from common import REPO, RESULTS, fmt, machine, markdown_table, repo_env, run_process, write_report
 
 sys.path.insert(0, str(REPO))
+
+from jaxrl.sweep import read_evals
 
 DEFAULT_OUT = RESULTS / "ppo_grid.md"
 LEARNING_RATES = [1e-4, 2.5e-4, 5e-4, 1e-3]
@@ -86,15 +87,19 @@ def run_multirun(workdir: Path) -> tuple[float, list[dict]]:
             summary = json.loads((job / "summary.json").read_text())
             summary["learning_rate"] = cfg["agent"]["learning_rate"]
             summary["seed"] = cfg["seed"]
-            summary["evals"] = read_curve(job / "evals.csv")
+            summary["evals"] = eval_curves(job / "evals.csv")[(None, cfg["seed"])]
             summaries.append(summary)
     return wall, summaries
 
 
-def read_curve(path: Path, **match: str) -> list[tuple[int, float]]:
-    with open(path, newline="") as f:
-        rows = [r for r in csv.DictReader(f) if all(r[k] == v for k, v in match.items())]
-    return [(int(r["env_steps"]), float(r["eval_return"])) for r in rows]
+def eval_curves(path: Path) -> dict[tuple[int | None, int], np.ndarray]:
+    """(grid point, seed) -> [evaluations, 2]: env steps and eval return, as jaxrl.sweep reads
+    them."""
+    return {
+        (point, seed): np.stack(curve, axis=1)
+        for point, (_, seeds) in read_evals(path).items()
+        for seed, curve in seeds.items()
+    }
 
 
 def parameter_differences(workdir: Path) -> list[float]:
@@ -143,12 +148,8 @@ def main() -> None:
         multi_wall, jobs = run_multirun(workdir)
         differences = parameter_differences(workdir)
         grid_curves = {
-            (row["learning_rate"], row["seed"]): read_curve(
-                workdir / "grid" / "evals.csv",
-                grid_point=str(row["grid_point"]),
-                seed=str(row["seed"]),
-            )
-            for row in grid["runs"]
+            (grid["grid"][point]["learning_rate"], seed): curve
+            for (point, seed), curve in eval_curves(workdir / "grid" / "evals.csv").items()
         }
     total_steps = sum(r["env_steps"] for r in grid["runs"])
     multi_steps = sum(j["env_steps"] for j in jobs)
@@ -197,7 +198,9 @@ def main() -> None:
             r["final_eval_return"] for r in grid["runs"] if r["grid_point"] == point["grid_point"]
         ]
         same_curves = sum(
-            grid_curves[(lr, j["seed"])] == j["evals"] for j in jobs if j["learning_rate"] == lr
+            np.array_equal(grid_curves[(lr, j["seed"])], j["evals"])
+            for j in jobs
+            if j["learning_rate"] == lr
         )
         per_lr.append(
             [

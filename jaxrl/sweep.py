@@ -21,6 +21,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from jaxrl.hyper import point_name
+
 BOOTSTRAP_SAMPLES = 2000
 CONFIDENCE = 0.95
 
@@ -47,7 +49,7 @@ class PointSummary(NamedTuple):
 
     @property
     def name(self) -> str:
-        return ",".join(f"{k}={v:g}" for k, v in self.values.items()) or "all seeds"
+        return point_name(self.values) or "all seeds"
 
 
 Curves = dict[int, tuple[np.ndarray, np.ndarray]]
