@@ -23,8 +23,7 @@ class Policy:
         self.seed = run.seed
         self.hyperparameters = {} if run.grid_point is None else trainer.points[run.grid_point]
         self.spec = trainer.env.spec
-        index = trainer.runs.index(run)
-        values = {k: v[index] for k, v in trainer.hyper.items()}
+        values = {k: jnp.float32(v) for k, v in self.hyperparameters.items()}
         self._act = jax.jit(
             lambda state, obs, key: trainer.agent_for(values).act(state, obs, key, True)
         )
