@@ -1,5 +1,5 @@
-"""DDPG (Lillicrap et al. 2016), the learner of ERL (Khadka & Tumer 2018): TD3's learner
-(`agents.td3.make_td3_learner`) with one critic, no target policy smoothing and no delay.
+"""DDPG (Lillicrap et al. 2016), the learner of ERL (Khadka & Tumer 2018): the deterministic
+learner of `jaxrl.deterministic` with one critic, no target policy smoothing and no delay.
 
 Defaults follow the re-tuned DDPG that Fujimoto et al. (2018) compare TD3 against ("OurDDPG":
 256-256 ReLU, Adam 3e-4, batch 256, τ 0.005, exploration σ 0.1); Lillicrap et al.'s values
@@ -11,14 +11,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agents.td3 import TD3Config, make_td3
 from jaxrl.datatypes import Agent
+from jaxrl.deterministic import DeterministicConfig, make_deterministic_learner
 from jaxrl.env import Env
+from jaxrl.offpolicy import make_off_policy
 
 
 @dataclass(frozen=True)
-class DDPGConfig(TD3Config):
-    """TD3's keys with DDPG's defaults; setting the TD3 ones back turns it into TD3."""
+class DDPGConfig(DeterministicConfig):
+    """The deterministic learner's keys with TD3's changes off (`DDPG_KEYS`); setting them back
+    turns it into TD3."""
 
     name: str = "ddpg"
     twin_critics: bool = False
@@ -27,4 +29,5 @@ class DDPGConfig(TD3Config):
 
 
 def make_ddpg(cfg: DDPGConfig, env: Env) -> Agent:
-    return make_td3(cfg, env)
+    """DDPG on `env`'s batch through the off-policy driver."""
+    return make_off_policy(cfg, env, make_deterministic_learner(cfg, env.spec))

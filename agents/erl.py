@@ -3,7 +3,7 @@ in Reinforcement Learning").
 
 A population of `population_size` actors evolves by the GA of `jaxrl.ga` (elitism, tournament
 selection, neuron-wise crossover, the paper's mutation); an off-policy learner (`learner=ddpg` as
-in the paper, or `td3`, both `agents.td3.make_td3_learner`) trains from ONE replay buffer that
+in the paper, or `td3`, both `jaxrl.deterministic`'s learner) trains from ONE replay buffer that
 every rollout of the population and of the learner's own actor writes to; every `sync_period`
 generations the learner's actor is copied over the weakest member, and the next generation says
 whether it became an elite (`rl_elite`, the paper's selection diagnostic).
@@ -65,11 +65,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from agents.ddpg import DDPGConfig
-from agents.td3 import TD3Config, make_td3_learner
 from jaxrl import ga, hyper, replay
 from jaxrl.config import require
 from jaxrl.datatypes import Agent, Array, Box, Discrete, Key, Metrics, PyTree, TimeStep, Transition
+from jaxrl.deterministic import DDPG_KEYS, DeterministicConfig, make_deterministic_learner
 from jaxrl.env import Env
 from jaxrl.offpolicy import Learner, example_transition
 from jaxrl.replay import ReplayState
@@ -169,9 +168,9 @@ class ERLConfig:
             self.reset_prob,
         )
 
-    def learner_config(self) -> TD3Config:
-        """The learner's config: DDPG's or TD3's class defaults, with the keys ERL shares set."""
-        base = DDPGConfig() if self.learner == "ddpg" else TD3Config()
+    def learner_config(self) -> DeterministicConfig:
+        """The learner's config: DDPG's or TD3's defaults, with the keys ERL shares set."""
+        base = DeterministicConfig(**(DDPG_KEYS if self.learner == "ddpg" else {}))
         shared = {f.name for f in dataclasses.fields(base)} & {
             f.name for f in dataclasses.fields(self)
         }
@@ -212,7 +211,7 @@ def to_discrete(action: Array) -> Array:
 
 class ERLState(NamedTuple):
     population: PyTree  # actor parameters, leaves [population_size, ...]
-    learner: PyTree  # the learner's state (TD3State: `actor_params` is the RL actor)
+    learner: PyTree  # the learner's state (DeterministicState: `actor_params` is the RL actor)
     buffer: ReplayState
     champion: Array  # int32: slot of the fittest member of the last generation
     synced_slot: Array  # int32: slot holding the RL actor copied in last generation, -1 if none
@@ -222,7 +221,9 @@ class ERLState(NamedTuple):
     env_steps: Array  # int32: env steps collected so far
 
 
-class Rollout(NamedTuple):
+class CollectedEpisodes(NamedTuple):
+    """One episode of every row of the rollout batch, added to the buffer."""
+
     buffer: ReplayState
     returns: Array  # float32[rows]
     lengths: Array  # int32[rows]
@@ -231,7 +232,7 @@ class Rollout(NamedTuple):
 
 def collect_episodes(
     env: Env, policy: Any, buffer: ReplayState, key: Key, max_steps: int
-) -> Rollout:
+) -> CollectedEpisodes:
     """Run every env of the batch for exactly one episode under `policy(obs, key)` and add each
     row's steps of that episode (none after it) to `buffer`, in step order.
 
@@ -276,14 +277,14 @@ def collect_episodes(
     _, _, staged, valid, _, returns, lengths, t, _ = jax.lax.while_loop(cond, body, carry)
     flat = jax.tree.map(lambda x: x.reshape(max_steps * n, *x.shape[2:]), staged)
     buffer = replay.add(buffer, flat, valid.reshape(-1))
-    return Rollout(buffer, returns, lengths, t * n)
+    return CollectedEpisodes(buffer, returns, lengths, t * n)
 
 
 def make_erl(cfg: ERLConfig, env: Env) -> Agent:
     discrete = isinstance(env.spec.action_space, Discrete)
     box_env = ArgmaxActions(env) if discrete else env
     learner_cfg = cfg.learner_config()
-    learner: Learner = make_td3_learner(learner_cfg, box_env.spec)
+    learner: Learner = make_deterministic_learner(learner_cfg, box_env.spec)
     k, per_member = cfg.population_size, cfg.episodes_per_member
     pop_rows = k * per_member
     rollout_env = box_env.with_num_envs(pop_rows + cfg.rl_episodes)

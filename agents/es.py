@@ -36,7 +36,7 @@ from jaxrl.normalize import RunningStats
 from jaxrl.rollout import run_episodes
 
 FITNESS_SHAPINGS = ("centered_ranks", "zscore")
-AXIS = "pop"
+POPULATION_AXIS = "pop"
 
 
 @dataclass(frozen=True)
@@ -210,7 +210,7 @@ def make_es(cfg: ESConfig, env: Env) -> Agent:
     n_pairs = cfg.population_size // 2
     member_env = env.with_num_envs(cfg.episodes_per_member)
 
-    axis = parallel.DataAxis(parallel.mesh_for(n_pairs, AXIS), AXIS)
+    axis = parallel.DataAxis(parallel.mesh_for(n_pairs, POPULATION_AXIS), POPULATION_AXIS)
     local_pairs = n_pairs // axis.size
     # Evaluation holds ε plus two perturbed copies per pair; the gradient one ε per pair.
     eval_bytes = cfg.eval_chunk_megabytes * 2**20

@@ -12,8 +12,8 @@
 The policy is a distribution over the normalised box [−1, 1]^|A|, rescaled to the env's Box only
 when acting (as in Stable-Baselines3), so entropies and H̄ mean the same for any bounds. One
 update: critic step (α of the step's start), actor step against the updated critics, α step on
-the actor's log-probabilities, target update. Networks, Box check and TD target are TD3's
-(`agents.td3`).
+the actor's log-probabilities, target update. Networks, Box check and one-step target are
+`jaxrl.continuous`'s.
 """
 
 from __future__ import annotations
@@ -27,16 +27,16 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from agents.td3 import (
+from jaxrl.config import require
+from jaxrl.continuous import (
     ActionScale,
     Critics,
-    QNetwork,
+    StateActionCritic,
     Torso,
+    bootstrapped_return,
     box_actions,
     critic_loss,
-    td_target,
 )
-from jaxrl.config import require
 from jaxrl.datatypes import Agent, Array, EnvSpec, Key, Metrics, PyTree, Transition
 from jaxrl.distributions import TanhGaussian
 from jaxrl.env import Env
@@ -117,7 +117,9 @@ def soft_target(
     gamma: float,
 ) -> Array:
     """r + γ·(1 − terminated)·(minᵢ Qᵢ'(s', a') − α·log π(a'|s')); next_q: [critics, batch]."""
-    return td_target(reward, terminated, next_q.min(axis=0) - alpha * next_log_prob, gamma)
+    return bootstrapped_return(
+        reward, terminated, next_q.min(axis=0) - alpha * next_log_prob, gamma
+    )
 
 
 def actor_loss(alpha: Array, log_prob: Array, q: Array) -> Array:
@@ -154,7 +156,9 @@ def sac_networks(cfg: SACConfig, spec: EnvSpec) -> SACNetworks:
     """The actor, twin critics and action scaling for `spec` (refusing non-Box action spaces)."""
     scale = box_actions(spec, cfg.name)
     actor = GaussianActor(spec.action_space.shape[0], cfg.hidden_sizes, cfg.activation)
-    return SACNetworks(actor, Critics(QNetwork(cfg.hidden_sizes, cfg.activation), 2), scale)
+    return SACNetworks(
+        actor, Critics(StateActionCritic(cfg.hidden_sizes, cfg.activation), 2), scale
+    )
 
 
 def sac_target(

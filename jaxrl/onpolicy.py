@@ -15,6 +15,7 @@ mean, not N times it.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,10 +33,10 @@ from jaxrl.config import require
 from jaxrl.datatypes import Agent, Array, Key, PyTree, Transition
 from jaxrl.distributions import Distribution
 from jaxrl.env import Env
-from jaxrl.networks import ActorCritic, action_head, check_mlp, resolve_torso
+from jaxrl.networks import ActionHead, ActorCritic, action_head, check_mlp, resolve_torso
 from jaxrl.normalize import RunningStats
 
-AXIS = "envs"
+ENV_AXIS = "envs"
 STD_EPS = 1e-8
 
 
@@ -219,11 +220,31 @@ def global_mean(axis: parallel.DataAxis, x: Array, valid: Array | None) -> Array
     return axis.psum((w * x).sum()) / jnp.maximum(axis.psum(w.sum()), 1.0)
 
 
-def make_on_policy(
+class OnPolicySetup(NamedTuple):
+    """What one on-policy agent's functions share, fixed when the program is traced: its config
+    and algorithm, the env, the network and action head, the device axis and the batch sizes.
+    `make_on_policy` builds it; the functions below take it as their first argument."""
+
+    cfg: OnPolicyConfig
+    algorithm: Algorithm
+    env: Env
+    single_env: Env  # the env with one env per batch (vmapped per env); `env` for host pools
+    net: ActorCritic
+    head: ActionHead
+    tx: optax.GradientTransformation  # over the flattened parameter vector
+    axis: parallel.DataAxis
+    num_envs: int
+    local_envs: int  # this device's share of the env batch
+    num_steps: int  # rollout length per env (an episode cap in episodic mode)
+    episodic: bool  # every env runs one whole episode per iteration (REINFORCE)
+    normalize_obs: bool
+    total_env_steps: float  # the learning-rate annealing horizon
+
+
+def on_policy_setup(
     cfg: OnPolicyConfig, env: Env, algorithm: Algorithm, total_env_steps: float
-) -> Agent:
-    """An `Agent` running `algorithm` on `env`'s batch; `total_env_steps` (the run's budget)
-    sets the learning-rate annealing horizon. Bad combinations raise ConfigError here."""
+) -> OnPolicySetup:
+    """The setup for `algorithm` on `env`'s batch; bad combinations raise ConfigError here."""
     spec = env.spec
     obs_shape = spec.observation_space.shape
     head = action_head(spec.action_space, cfg.squash_actions, cfg.name)
@@ -237,7 +258,6 @@ def make_on_policy(
         cfg.shared_torso,
         cfg.log_std_init,
     )
-    normalize_obs = cfg.obs_normalization and torso == "mlp"
     num_envs = spec.num_envs
     episodic = algorithm.num_steps is None
     num_steps = spec.max_episode_steps if episodic else algorithm.num_steps
@@ -248,10 +268,9 @@ def make_on_policy(
         f"{algorithm.minibatches} minibatches must divide the rollout length {num_steps}",
     )
     # Host envs are one handle for the whole pool: no per-env steps, no sharding.
-    axis = parallel.DataAxis(parallel.data_mesh(num_envs if spec.vmappable else 1, AXIS), AXIS)
-    local_envs = num_envs // axis.size
-    single_env = env.with_num_envs(1) if spec.vmappable else env
-
+    axis = parallel.DataAxis(
+        parallel.data_mesh(num_envs if spec.vmappable else 1, ENV_AXIS), ENV_AXIS
+    )
     # The optimiser works on the parameters as one flat vector: clipping and Adam are then a few
     # fused ops instead of a few per weight array, which is most of a small network's update on
     # CPU, where every op costs a dispatch.
@@ -259,246 +278,329 @@ def make_on_policy(
         optimizers.clip_by_global_norm(cfg.max_grad_norm),
         optax.scale_by_adam(eps=cfg.adam_eps),
     )
-
-    def model(params: PyTree, obs: Array) -> tuple[Distribution, Array]:
-        """The policy and value of one observation that is already normalised."""
-        outputs, value = net.apply(params, obs)
-        return head.distribution(outputs), value
-
-    def normalized(obs_stats: RunningStats, obs: Array) -> Array:
-        return normalize.normalize(obs_stats, obs, cfg.obs_clip) if normalize_obs else obs
-
-    def forward(params: PyTree, obs_stats: RunningStats, obs: Array) -> tuple[Distribution, Array]:
-        """The policy and value of one raw observation."""
-        return model(params, normalized(obs_stats, obs))
-
-    def local_keys(key: Key, *shape: int) -> Array:
-        """This device's slice of keys [num_envs, *shape] for the whole batch: every env draws
-        from the same global split whatever the device count."""
-        first = axis.index() * local_envs
-        keys = jax.random.split(key, (num_envs, *shape))
-        return jax.lax.dynamic_slice_in_dim(keys, first, local_envs)
-
-    def env_step(env_state: PyTree, action: Array, keys: Array) -> tuple[PyTree, Any]:
-        if not spec.vmappable:
-            return env.step(env_state, action, keys[0])
-
-        def one(state, a, k):
-            state, ts = single_env.step(jax.tree.map(lambda x: x[None], state), a[None], k)
-            return jax.tree.map(lambda x: x[0], (state, ts))
-
-        return jax.vmap(one)(env_state, action, keys)
-
-    def rollout(state: OnPolicyState, env_state: PyTree, key: Key) -> tuple[PyTree, Rollout, Array]:
-        """`num_steps` steps of every env; returns the env state, the steps and the running
-        discounted returns."""
-        vector_state, last_ts = env_state
-        if episodic and not spec.vmappable:
-            # A host pool cannot hold a finished env at its next start while the others run on,
-            # so every episodic iteration begins from fresh episodes (same-pool reset).
-            key, reset_key = jax.random.split(key)
-            vector_state, last_ts = env.reset(reset_key)
-
-        def act_one(obs: Array, k: Key):
-            dist, value = forward(state.params, state.obs_stats, obs)
-            raw = dist.sample(k)
-            return raw, dist.log_prob(raw), dist.env_action(raw), value
-
-        def body(carry, keys):
-            vector_state, ts, alive, discounted = carry
-            raw, log_prob, action, value = jax.vmap(act_one)(ts.obs, keys[:, 0])
-            next_state, next_ts = env_step(vector_state, action, keys[:, 1])
-            done = next_ts.terminated | next_ts.truncated
-            discounted = discounted * cfg.gamma + next_ts.reward
-            step = Rollout(
-                Transition(
-                    ts.obs,
-                    action,
-                    next_ts.reward,
-                    next_ts.terminated,
-                    next_ts.truncated,
-                    next_ts.final_obs,
-                ),
-                raw,
-                log_prob,
-                value,
-                alive if episodic else None,
-                discounted,
-                next_ts.info["episode_return"],
-                next_ts.info["episode_done"] & alive if episodic else next_ts.info["episode_done"],
-            )
-            discounted = jnp.where(done, 0.0, discounted)
-            if episodic:  # an env whose episode ended waits at its next start
-                keep = lambda new, old: jnp.where(
-                    alive.reshape(alive.shape + (1,) * (new.ndim - 1)), new, old
-                )
-                if spec.vmappable:  # a host pool steps on: its episodes restart next iteration
-                    next_state = jax.tree.map(keep, next_state, vector_state)
-                next_ts = jax.tree.map(keep, next_ts, ts)
-                alive = alive & ~done
-            return (next_state, next_ts, alive, discounted), step
-
-        alive = jnp.ones((local_envs,), bool)
-        carry = (vector_state, last_ts, alive, state.discounted_return)
-        (vector_state, last_ts, _, discounted), steps = jax.lax.scan(
-            body, carry, jnp.moveaxis(local_keys(key, num_steps, 2), 0, 1)
-        )
-        return (vector_state, last_ts), steps, discounted
-
-    def learning_rate(env_steps: Array) -> Array:
-        if not cfg.anneal_lr:
-            return jnp.asarray(cfg.learning_rate, jnp.float32)
-        return cfg.learning_rate * jnp.maximum(1.0 - env_steps / total_env_steps, 0.0)
-
-    def samples_of(state: OnPolicyState, ro: Rollout, return_stats: RunningStats) -> Sample:
-        t = ro.transition
-        reward = t.reward
-        if cfg.return_normalization:
-            reward = jnp.clip(
-                reward / jnp.sqrt(return_stats.var + STD_EPS), -cfg.reward_clip, cfg.reward_clip
-            )
-        if algorithm.critic:
-            values = ro.value
-            next_values = jax.vmap(
-                jax.vmap(lambda o: forward(state.params, state.obs_stats, o)[1])
-            )(t.next_obs)
-        else:
-            values = next_values = jnp.zeros_like(reward)
-        advantages, targets = gae(
-            reward, values, next_values, t.terminated, t.truncated, cfg.gamma, algorithm.gae_lambda
-        )
-        if algorithm.mean_baseline:
-            advantages = advantages - global_mean(axis, advantages, ro.valid)
-        # Normalised once here rather than in every minibatch of every epoch: the statistics are
-        # those the rollout acted with and do not change during the update.
-        obs = normalized(state.obs_stats, t.obs)
-        return Sample(obs, ro.raw_action, ro.log_prob, values, advantages, targets)
-
-    def minibatch_loss(params, batch: Sample, valid: Array | None, count: Array):
-        """The minibatch's share of the global mean loss, and its metrics' shares packed in one
-        vector (one reduction instead of one per metric)."""
-        # The network runs on the whole minibatch (its weight gradients are then the fast
-        # `networks.batch_matmul` form), the loss per sample.
-        outputs, value = net.apply(params, batch.obs)
-        per_sample, metrics = jax.vmap(
-            lambda out, v, sample: algorithm.loss(head.distribution(out), v, sample)
-        )(outputs, value, batch)
-        packed = jax.lax.stop_gradient(jnp.stack([metrics[k] for k in sorted(metrics)], axis=-1))
-        if valid is not None:
-            w = valid.astype(jnp.float32)
-            per_sample, packed = w * per_sample, w[:, None] * packed
-        return per_sample.sum() / count, packed.sum(0) / count
-
-    def update(state: OnPolicyState, samples: Sample, valid: Array | None, key: Key, lr: Array):
-        def minibatch_step(carry, minibatch):
-            params, opt_state = carry
-            batch, mb_valid = jax.tree.map(lambda x: x.reshape(-1, *x.shape[2:]), minibatch)
-            if cfg.normalize_advantages:
-                mean = global_mean(axis, batch.advantage, mb_valid)
-                std = jnp.sqrt(global_mean(axis, (batch.advantage - mean) ** 2, mb_valid))
-                batch = batch._replace(advantage=(batch.advantage - mean) / (std + STD_EPS))
-            if mb_valid is None:
-                count = axis.psum(float(batch.advantage.shape[0]))
-            else:
-                count = jnp.maximum(axis.psum(mb_valid.sum().astype(jnp.float32)), 1.0)
-            (loss, packed), grads = jax.value_and_grad(minibatch_loss, has_aux=True)(
-                params, batch, mb_valid, count
-            )
-            flat_grads, unravel = ravel_pytree(grads)
-            flat_grads, loss, packed = axis.psum((flat_grads, loss, packed))
-            updates, opt_state = tx.update(flat_grads, opt_state)
-            params = jax.tree.map(lambda p, u: p - lr * u, params, unravel(updates))
-            grad_norm = optax.tree.norm(flat_grads)
-            return (params, opt_state), jnp.concatenate([packed, jnp.stack([loss, grad_norm])])
-
-        def epoch(carry, epoch_key):
-            minibatches = shuffled_minibatches((samples, valid), epoch_key, algorithm.minibatches)
-            return jax.lax.scan(minibatch_step, carry, minibatches)
-
-        # The loss's metric names, in the order `minibatch_loss` packs them.
-        one = jax.tree.map(lambda x: x[0, 0], samples)
-        metric_names = sorted(
-            jax.eval_shape(lambda p, b: algorithm.loss(*model(p, b.obs), b)[1], state.params, one)
-        )
-        (params, opt_state), packed = jax.lax.scan(
-            epoch, (state.params, state.opt_state), jax.random.split(key, algorithm.epochs)
-        )
-        means = packed.mean((0, 1))
-        metrics = dict(zip([*metric_names, "loss", "grad_norm"], means, strict=True))
-        return params, opt_state, metrics
-
-    def iteration(state: OnPolicyState, env_state: PyTree, key: Key):
-        rollout_key, update_key = jax.random.split(key)
-        env_state, ro, discounted = rollout(state, env_state, rollout_key)
-        return_stats = state.return_stats
-        if cfg.return_normalization:
-            return_stats = normalize.combine(
-                return_stats, masked_stats(axis, ro.discounted_return, ro.valid, 2)
-            )
-        samples = samples_of(state, ro, return_stats)
-        lr = learning_rate(state.env_steps)
-        params, opt_state, metrics = update(state, samples, ro.valid, update_key, lr)
-        obs_stats = state.obs_stats
-        if normalize_obs:  # after the update, so the update saw the statistics the rollout used
-            obs_stats = normalize.combine(
-                obs_stats, masked_stats(axis, ro.transition.obs, ro.valid, 2)
-            )
-        local_steps = num_steps * local_envs if ro.valid is None else ro.valid.sum()
-        steps = axis.psum(local_steps)
-        episodes = axis.psum(ro.episode_done.sum())
-        returns = axis.psum(jnp.where(ro.episode_done, ro.episode_return, 0.0).sum())
-        new_state = OnPolicyState(
-            params, opt_state, obs_stats, return_stats, discounted, state.env_steps + steps
-        )
-        metrics = {
-            **metrics,
-            "env_steps": steps,
-            "env_steps_computed": jnp.asarray(num_steps * num_envs, jnp.int32),
-            "episodes": episodes,
-            # 0 when no episode ended during the rollout (a NaN would stop the run)
-            "episode_return": returns / jnp.maximum(episodes, 1),
-            "learning_rate": lr,
-        }
-        return new_state, env_state, metrics
-
-    env_spec = P(AXIS) if spec.vmappable else P()
-    state_spec = OnPolicyState(P(), P(), P(), P(), env_spec, P())
-    sharded_iteration = axis.shard_map(
-        iteration, in_specs=(state_spec, env_spec, P()), out_specs=(state_spec, env_spec, P())
+    return OnPolicySetup(
+        cfg=cfg,
+        algorithm=algorithm,
+        env=env,
+        single_env=env.with_num_envs(1) if spec.vmappable else env,
+        net=net,
+        head=head,
+        tx=tx,
+        axis=axis,
+        num_envs=num_envs,
+        local_envs=num_envs // axis.size,
+        num_steps=num_steps,
+        episodic=episodic,
+        normalize_obs=cfg.obs_normalization and torso == "mlp",
+        total_env_steps=total_env_steps,
     )
 
-    def init(key: Key) -> OnPolicyState:
-        params = net.init(key, jnp.zeros(obs_shape, spec.observation_space.dtype))
-        return OnPolicyState(
-            params=params,
-            opt_state=tx.init(ravel_pytree(params)[0]),
-            obs_stats=normalize.init(obs_shape),
-            return_stats=normalize.init(()),
-            discounted_return=jnp.zeros((num_envs,), jnp.float32),
-            env_steps=jnp.zeros((), jnp.float32),
+
+def model(setup: OnPolicySetup, params: PyTree, obs: Array) -> tuple[Distribution, Array]:
+    """The policy and value of one observation that is already normalised."""
+    outputs, value = setup.net.apply(params, obs)
+    return setup.head.distribution(outputs), value
+
+
+def normalized(setup: OnPolicySetup, obs_stats: RunningStats, obs: Array) -> Array:
+    if not setup.normalize_obs:
+        return obs
+    return normalize.normalize(obs_stats, obs, setup.cfg.obs_clip)
+
+
+def forward(
+    setup: OnPolicySetup, params: PyTree, obs_stats: RunningStats, obs: Array
+) -> tuple[Distribution, Array]:
+    """The policy and value of one raw observation."""
+    return model(setup, params, normalized(setup, obs_stats, obs))
+
+
+def local_keys(setup: OnPolicySetup, key: Key, *shape: int) -> Array:
+    """This device's slice of keys [num_envs, *shape] for the whole batch: every env draws from
+    the same global split whatever the device count."""
+    first = setup.axis.index() * setup.local_envs
+    keys = jax.random.split(key, (setup.num_envs, *shape))
+    return jax.lax.dynamic_slice_in_dim(keys, first, setup.local_envs)
+
+
+def env_step(
+    setup: OnPolicySetup, env_state: PyTree, action: Array, keys: Array
+) -> tuple[PyTree, Any]:
+    """One step of this device's envs, each with its own key (a host pool: one call, one key)."""
+    if not setup.env.spec.vmappable:
+        return setup.env.step(env_state, action, keys[0])
+
+    def one(state, a, k):
+        state, ts = setup.single_env.step(jax.tree.map(lambda x: x[None], state), a[None], k)
+        return jax.tree.map(lambda x: x[0], (state, ts))
+
+    return jax.vmap(one)(env_state, action, keys)
+
+
+def rollout(
+    setup: OnPolicySetup, state: OnPolicyState, env_state: PyTree, key: Key
+) -> tuple[PyTree, Rollout, Array]:
+    """`num_steps` steps of every env; returns the env state, the steps and the running
+    discounted returns. In episodic mode an env whose episode ended waits at its next start,
+    its later steps marked invalid."""
+    episodic, vmappable = setup.episodic, setup.env.spec.vmappable
+    vector_state, last_ts = env_state
+    if episodic and not vmappable:
+        # A host pool cannot hold a finished env at its next start while the others run on,
+        # so every episodic iteration begins from fresh episodes (same-pool reset).
+        key, reset_key = jax.random.split(key)
+        vector_state, last_ts = setup.env.reset(reset_key)
+
+    def act_one(obs: Array, k: Key):
+        dist, value = forward(setup, state.params, state.obs_stats, obs)
+        raw = dist.sample(k)
+        return raw, dist.log_prob(raw), dist.env_action(raw), value
+
+    def body(carry, keys):
+        vector_state, ts, alive, discounted = carry
+        raw, log_prob, action, value = jax.vmap(act_one)(ts.obs, keys[:, 0])
+        next_state, next_ts = env_step(setup, vector_state, action, keys[:, 1])
+        done = next_ts.terminated | next_ts.truncated
+        discounted = discounted * setup.cfg.gamma + next_ts.reward
+        step = Rollout(
+            Transition(
+                ts.obs,
+                action,
+                next_ts.reward,
+                next_ts.terminated,
+                next_ts.truncated,
+                next_ts.final_obs,
+            ),
+            raw,
+            log_prob,
+            value,
+            alive if episodic else None,
+            discounted,
+            next_ts.info["episode_return"],
+            next_ts.info["episode_done"] & alive if episodic else next_ts.info["episode_done"],
         )
+        discounted = jnp.where(done, 0.0, discounted)
+        if episodic:  # an env whose episode ended waits at its next start
+            keep = lambda new, old: jnp.where(
+                alive.reshape(alive.shape + (1,) * (new.ndim - 1)), new, old
+            )
+            if vmappable:  # a host pool steps on: its episodes restart next iteration
+                next_state = jax.tree.map(keep, next_state, vector_state)
+            next_ts = jax.tree.map(keep, next_ts, ts)
+            alive = alive & ~done
+        return (next_state, next_ts, alive, discounted), step
 
-    def act(state: OnPolicyState, obs: Array, key: Key, deterministic: bool = False) -> Array:
-        """Actions for a batch of observations, or for a single one (`jaxrl.load`'s policy)."""
+    alive = jnp.ones((setup.local_envs,), bool)
+    carry = (vector_state, last_ts, alive, state.discounted_return)
+    keys = jnp.moveaxis(local_keys(setup, key, setup.num_steps, 2), 0, 1)
+    (vector_state, last_ts, _, discounted), steps = jax.lax.scan(body, carry, keys)
+    return (vector_state, last_ts), steps, discounted
 
-        def one(o: Array, k: Key) -> Array:
-            dist, _ = forward(state.params, state.obs_stats, o)
-            return dist.env_action(dist.mode() if deterministic else dist.sample(k))
 
-        if obs.ndim == len(obs_shape):
-            return one(obs, key)
-        return jax.vmap(one)(obs, jax.random.split(key, obs.shape[0]))
+def learning_rate(setup: OnPolicySetup, env_steps: Array) -> Array:
+    """The learning rate after `env_steps`: constant, or annealed linearly to 0 at the budget."""
+    cfg = setup.cfg
+    if not cfg.anneal_lr:
+        return jnp.asarray(cfg.learning_rate, jnp.float32)
+    return cfg.learning_rate * jnp.maximum(1.0 - env_steps / setup.total_env_steps, 0.0)
 
-    def train_step(state: OnPolicyState, env_state: PyTree, key: Key):
-        return sharded_iteration(state, env_state, key)
 
-    def flat_params(state: OnPolicyState) -> Array:
-        return jnp.concatenate([jnp.ravel(x) for x in jax.tree.leaves(state.params)])
+def samples_of(
+    setup: OnPolicySetup, state: OnPolicyState, ro: Rollout, return_stats: RunningStats
+) -> Sample:
+    """The update batch of a rollout: scaled rewards, GAE advantages and value targets, and the
+    observations normalised as the rollout saw them."""
+    cfg, algorithm = setup.cfg, setup.algorithm
+    t = ro.transition
+    reward = t.reward
+    if cfg.return_normalization:
+        reward = jnp.clip(
+            reward / jnp.sqrt(return_stats.var + STD_EPS), -cfg.reward_clip, cfg.reward_clip
+        )
+    if algorithm.critic:
+        values = ro.value
+        value_of = lambda o: forward(setup, state.params, state.obs_stats, o)[1]
+        next_values = jax.vmap(jax.vmap(value_of))(t.next_obs)
+    else:
+        values = next_values = jnp.zeros_like(reward)
+    advantages, targets = gae(
+        reward, values, next_values, t.terminated, t.truncated, cfg.gamma, algorithm.gae_lambda
+    )
+    if algorithm.mean_baseline:
+        advantages = advantages - global_mean(setup.axis, advantages, ro.valid)
+    # Normalised once here rather than in every minibatch of every epoch: the statistics are
+    # those the rollout acted with and do not change during the update.
+    obs = normalized(setup, state.obs_stats, t.obs)
+    return Sample(obs, ro.raw_action, ro.log_prob, values, advantages, targets)
 
+
+def minibatch_loss(
+    setup: OnPolicySetup, params: PyTree, batch: Sample, valid: Array | None, count: Array
+) -> tuple[Array, Array]:
+    """The minibatch's share of the global mean loss, and its metrics' shares packed in one
+    vector (one reduction instead of one per metric)."""
+    # The network runs on the whole minibatch (its weight gradients are then the fast
+    # `networks.batch_matmul` form), the loss per sample.
+    outputs, value = setup.net.apply(params, batch.obs)
+    per_sample, metrics = jax.vmap(
+        lambda out, v, sample: setup.algorithm.loss(setup.head.distribution(out), v, sample)
+    )(outputs, value, batch)
+    packed = jax.lax.stop_gradient(jnp.stack([metrics[k] for k in sorted(metrics)], axis=-1))
+    if valid is not None:
+        w = valid.astype(jnp.float32)
+        per_sample, packed = w * per_sample, w[:, None] * packed
+    return per_sample.sum() / count, packed.sum(0) / count
+
+
+def minibatch_step(
+    setup: OnPolicySetup,
+    lr: Array,
+    carry: tuple[PyTree, optax.OptState],
+    minibatch: tuple[Sample, Array | None],
+) -> tuple[tuple[PyTree, optax.OptState], Array]:
+    """One optimiser step on a minibatch ([T/M, envs, ...] leaves); returns the packed metrics
+    followed by the loss and the gradient norm."""
+    cfg, axis = setup.cfg, setup.axis
+    params, opt_state = carry
+    batch, valid = jax.tree.map(lambda x: x.reshape(-1, *x.shape[2:]), minibatch)
+    if cfg.normalize_advantages:
+        mean = global_mean(axis, batch.advantage, valid)
+        std = jnp.sqrt(global_mean(axis, (batch.advantage - mean) ** 2, valid))
+        batch = batch._replace(advantage=(batch.advantage - mean) / (std + STD_EPS))
+    if valid is None:
+        count = axis.psum(float(batch.advantage.shape[0]))
+    else:
+        count = jnp.maximum(axis.psum(valid.sum().astype(jnp.float32)), 1.0)
+    (loss, packed), grads = jax.value_and_grad(
+        lambda p: minibatch_loss(setup, p, batch, valid, count), has_aux=True
+    )(params)
+    flat_grads, unravel = ravel_pytree(grads)
+    flat_grads, loss, packed = axis.psum((flat_grads, loss, packed))
+    updates, opt_state = setup.tx.update(flat_grads, opt_state)
+    params = jax.tree.map(lambda p, u: p - lr * u, params, unravel(updates))
+    grad_norm = optax.tree.norm(flat_grads)
+    return (params, opt_state), jnp.concatenate([packed, jnp.stack([loss, grad_norm])])
+
+
+def update(
+    setup: OnPolicySetup,
+    state: OnPolicyState,
+    samples: Sample,
+    valid: Array | None,
+    key: Key,
+    lr: Array,
+) -> tuple[PyTree, optax.OptState, dict[str, Array]]:
+    """`epochs` passes over shuffled minibatches of the samples; the parameters, optimiser state
+    and the mean of each metric over all minibatch steps."""
+    algorithm = setup.algorithm
+    step = functools.partial(minibatch_step, setup, lr)
+
+    def epoch(carry, epoch_key):
+        minibatches = shuffled_minibatches((samples, valid), epoch_key, algorithm.minibatches)
+        return jax.lax.scan(step, carry, minibatches)
+
+    # The loss's metric names, in the order `minibatch_loss` packs them.
+    one = jax.tree.map(lambda x: x[0, 0], samples)
+    metric_names = sorted(
+        jax.eval_shape(
+            lambda p, b: algorithm.loss(*model(setup, p, b.obs), b)[1], state.params, one
+        )
+    )
+    (params, opt_state), packed = jax.lax.scan(
+        epoch, (state.params, state.opt_state), jax.random.split(key, algorithm.epochs)
+    )
+    means = packed.mean((0, 1))
+    metrics = dict(zip([*metric_names, "loss", "grad_norm"], means, strict=True))
+    return params, opt_state, metrics
+
+
+def iteration(
+    setup: OnPolicySetup, state: OnPolicyState, env_state: PyTree, key: Key
+) -> tuple[OnPolicyState, PyTree, dict[str, Array]]:
+    """One training iteration on this device's envs: rollout, statistics, advantages, update."""
+    cfg, axis = setup.cfg, setup.axis
+    rollout_key, update_key = jax.random.split(key)
+    env_state, ro, discounted = rollout(setup, state, env_state, rollout_key)
+    return_stats = state.return_stats
+    if cfg.return_normalization:
+        return_stats = normalize.combine(
+            return_stats, masked_stats(axis, ro.discounted_return, ro.valid, 2)
+        )
+    samples = samples_of(setup, state, ro, return_stats)
+    lr = learning_rate(setup, state.env_steps)
+    params, opt_state, metrics = update(setup, state, samples, ro.valid, update_key, lr)
+    obs_stats = state.obs_stats
+    if setup.normalize_obs:  # after the update, so the update saw the statistics the rollout used
+        obs_stats = normalize.combine(obs_stats, masked_stats(axis, ro.transition.obs, ro.valid, 2))
+    local_steps = setup.num_steps * setup.local_envs if ro.valid is None else ro.valid.sum()
+    steps = axis.psum(local_steps)
+    episodes = axis.psum(ro.episode_done.sum())
+    returns = axis.psum(jnp.where(ro.episode_done, ro.episode_return, 0.0).sum())
+    new_state = OnPolicyState(
+        params, opt_state, obs_stats, return_stats, discounted, state.env_steps + steps
+    )
+    metrics = {
+        **metrics,
+        "env_steps": steps,
+        "env_steps_computed": jnp.asarray(setup.num_steps * setup.num_envs, jnp.int32),
+        "episodes": episodes,
+        # 0 when no episode ended during the rollout (a NaN would stop the run)
+        "episode_return": returns / jnp.maximum(episodes, 1),
+        "learning_rate": lr,
+    }
+    return new_state, env_state, metrics
+
+
+def init(setup: OnPolicySetup, key: Key) -> OnPolicyState:
+    """Fresh parameters, optimiser state and statistics."""
+    space = setup.env.spec.observation_space
+    params = setup.net.init(key, jnp.zeros(space.shape, space.dtype))
+    return OnPolicyState(
+        params=params,
+        opt_state=setup.tx.init(ravel_pytree(params)[0]),
+        obs_stats=normalize.init(space.shape),
+        return_stats=normalize.init(()),
+        discounted_return=jnp.zeros((setup.num_envs,), jnp.float32),
+        env_steps=jnp.zeros((), jnp.float32),
+    )
+
+
+def act(
+    setup: OnPolicySetup, state: OnPolicyState, obs: Array, key: Key, deterministic: bool = False
+) -> Array:
+    """Actions for a batch of observations, or for a single one (`jaxrl.load`'s policy)."""
+
+    def one(o: Array, k: Key) -> Array:
+        dist, _ = forward(setup, state.params, state.obs_stats, o)
+        return dist.env_action(dist.mode() if deterministic else dist.sample(k))
+
+    if obs.ndim == len(setup.env.spec.observation_space.shape):
+        return one(obs, key)
+    return jax.vmap(one)(obs, jax.random.split(key, obs.shape[0]))
+
+
+def flat_params(state: OnPolicyState) -> Array:
+    return jnp.concatenate([jnp.ravel(x) for x in jax.tree.leaves(state.params)])
+
+
+def make_on_policy(
+    cfg: OnPolicyConfig, env: Env, algorithm: Algorithm, total_env_steps: float
+) -> Agent:
+    """An `Agent` running `algorithm` on `env`'s batch: the functions above bound to its setup,
+    the iteration sharded over the env axis. `total_env_steps` (the run's budget) sets the
+    learning-rate annealing horizon. Bad combinations raise ConfigError here."""
+    setup = on_policy_setup(cfg, env, algorithm, total_env_steps)
+    env_spec = P(ENV_AXIS) if env.spec.vmappable else P()
+    state_spec = OnPolicyState(P(), P(), P(), P(), env_spec, P())
+    sharded_iteration = setup.axis.shard_map(
+        functools.partial(iteration, setup),
+        in_specs=(state_spec, env_spec, P()),
+        out_specs=(state_spec, env_spec, P()),
+    )
     return Agent(
-        init=init,
-        act=act,
-        train_step=train_step,
+        init=functools.partial(init, setup),
+        act=functools.partial(act, setup),
+        train_step=sharded_iteration,
         params=flat_params,
-        steps_per_iteration=None if episodic else num_steps * num_envs,
+        steps_per_iteration=None if setup.episodic else setup.num_steps * setup.num_envs,
     )

@@ -13,10 +13,10 @@ from learning import assert_mean_at_least
 import envs
 import jaxrl
 from agents.ddpg import DDPGConfig
-from agents.td3 import make_td3_learner, td3_networks
 from jaxrl.cli import compose
 from jaxrl.config import EnvConfig
 from jaxrl.datatypes import EnvSpec, Transition
+from jaxrl.deterministic import DDPG_KEYS, deterministic_networks, make_deterministic_learner
 from jaxrl.prng import make_key
 
 QUIET = ("log.progress=false", "log.tensorboard=false")
@@ -31,6 +31,7 @@ def test_ddpg_defaults_are_td3_without_its_three_changes():
     cfg = compose(["agent=ddpg", "env=Pendulum-v1"]).agent
     assert isinstance(cfg, DDPGConfig) and cfg.name == "ddpg"
     assert (cfg.twin_critics, cfg.policy_delay, cfg.target_noise) == (False, 1, 0.0)
+    assert all(getattr(cfg, key) == value for key, value in DDPG_KEYS.items())  # ERL's DDPG too
     assert (cfg.tau, cfg.actor_lr, cfg.critic_lr, cfg.layer_norm) == (0.005, 3e-4, 3e-4, False)
 
 
@@ -38,7 +39,7 @@ def test_one_critic_unsmoothed_target_and_an_actor_step_every_update(spec):
     """The critic loss of an update is mean((Q(s, a) − y)²) with y = r + γ·(1 − terminated)·
     Q'(s', μ'(s')), no noise on μ'; the actor and both targets move on every update."""
     cfg = DDPGConfig(hidden_sizes=(16,), gamma=0.9)
-    nets, learner = td3_networks(cfg, spec), make_td3_learner(cfg, spec)
+    nets, learner = deterministic_networks(cfg, spec), make_deterministic_learner(cfg, spec)
     state0 = learner.init(make_key(0))
     assert jax.tree.leaves(state0.critic_params)[0].shape[0] == 1
     k1, k2, k3 = jax.random.split(make_key(1), 3)
@@ -77,14 +78,14 @@ def test_layer_norm_normalises_every_hidden_layer_of_actor_and_critic(spec):
     """ERL's DDPG: LayerNorm after each hidden Dense, before the activation. With its initial
     scale 1 and bias 0, each hidden pre-activation of the critic has mean 0 and variance 1."""
     cfg = DDPGConfig(hidden_sizes=(32, 32), layer_norm=True)
-    state = make_td3_learner(cfg, spec).init(make_key(0))
+    state = make_deterministic_learner(cfg, spec).init(make_key(0))
     assert set(state.actor_params["params"]["Torso_0"]) == {
         "Dense_0", "LayerNorm_0", "Dense_1", "LayerNorm_1"
     }  # fmt: skip
     assert set(state.critic_params["params"]["Torso_0"]) == set(
         state.actor_params["params"]["Torso_0"]
     )
-    nets = td3_networks(cfg, spec)
+    nets = deterministic_networks(cfg, spec)
     obs, action = jax.random.normal(make_key(1), (5, 3)), jnp.zeros((5, 1))
     params = jax.tree.map(lambda p: p[0], state.critic_params)
     _, inter = nets.critics.net.apply(

@@ -14,17 +14,17 @@ from learning import assert_mean_at_least
 
 import envs
 import jaxrl
-from agents.td3 import (
-    TD3Config,
-    make_td3_learner,
-    smoothed_action,
-    td3_networks,
-    td3_target,
-    td_target,
-)
+from agents.td3 import TD3Config
 from jaxrl.cli import compose
 from jaxrl.config import ConfigError, EnvConfig
+from jaxrl.continuous import bootstrapped_return
 from jaxrl.datatypes import Box, EnvSpec, Transition
+from jaxrl.deterministic import (
+    critic_target,
+    deterministic_networks,
+    make_deterministic_learner,
+    smoothed_action,
+)
 from jaxrl.loop import Trainer
 from jaxrl.offpolicy import soft_update
 from jaxrl.prng import make_key
@@ -73,7 +73,7 @@ def test_td_target_takes_the_smaller_twin_and_stops_only_at_termination():
     reward = jnp.array([1.0, 2.0, 3.0])
     terminated = jnp.array([False, True, False])
     next_q = jnp.array([[5.0, 7.0, 1.0], [4.0, 8.0, 2.0]])  # min over critics: 4, 7, 1
-    target = td_target(reward, terminated, next_q.min(axis=0), 0.9)
+    target = bootstrapped_return(reward, terminated, next_q.min(axis=0), 0.9)
     np.testing.assert_allclose(target, [1 + 0.9 * 4, 2.0, 3 + 0.9 * 1], rtol=1e-6)
 
 
@@ -88,10 +88,10 @@ def test_learner_target_smooths_with_clipped_noise_and_ignores_truncation(spec):
     + clip(ε, −c, c), −1, 1), y = r + γ·min(Q₁'(s', a'), Q₂'(s', a')); truncated rows bootstrap
     exactly like plain ones and terminated rows give y = r."""
     cfg = TD3Config(**SMALL, gamma=0.9, target_noise_clip=0.5)
-    nets = td3_networks(cfg, spec)
-    state = make_td3_learner(cfg, spec).init(make_key(0))
+    nets = deterministic_networks(cfg, spec)
+    state = make_deterministic_learner(cfg, spec).init(make_key(0))
     batch = random_batch(make_key(1), 4)
-    batch = batch._replace(action=batch.action / 2.0)  # td3_target takes normalised actions
+    batch = batch._replace(action=batch.action / 2.0)  # critic_target takes normalised actions
     noise = jnp.array([[0.3], [2.0], [-5.0], [0.0]])
 
     mu = nets.actor.apply(state.target_actor_params, batch.next_obs)
@@ -104,17 +104,17 @@ def test_learner_target_smooths_with_clipped_noise_and_ignores_truncation(spec):
     ]
     expected = np.asarray(batch.reward) + 0.9 * np.minimum(q[0], q[1])
 
-    plain = td3_target(cfg, nets, state, batch, noise)
+    plain = critic_target(cfg, nets, state, batch, noise)
     np.testing.assert_allclose(plain, expected, rtol=1e-5, atol=1e-6)
     truncated = batch._replace(truncated=jnp.ones(4, bool))
-    np.testing.assert_array_equal(td3_target(cfg, nets, state, truncated, noise), plain)
+    np.testing.assert_array_equal(critic_target(cfg, nets, state, truncated, noise), plain)
     terminated = batch._replace(terminated=jnp.ones(4, bool))
-    np.testing.assert_array_equal(td3_target(cfg, nets, state, terminated, noise), batch.reward)
+    np.testing.assert_array_equal(critic_target(cfg, nets, state, terminated, noise), batch.reward)
 
 
 def test_actor_and_targets_move_every_policy_delay_th_update_with_polyak_tau(spec):
     cfg = TD3Config(**SMALL, policy_delay=3, tau=0.1)
-    learner = make_td3_learner(cfg, spec)
+    learner = make_deterministic_learner(cfg, spec)
     update = jax.jit(learner.update)
     state0 = learner.init(make_key(0))
     batch = random_batch(make_key(1))
@@ -139,7 +139,7 @@ def test_actor_and_targets_move_every_policy_delay_th_update_with_polyak_tau(spe
 def test_exploration_adds_gaussian_noise_in_normalised_units(spec):
     """σ = 0.1 of the half-range: 0.2 on Pendulum's [-2, 2], around the deterministic action."""
     cfg = TD3Config(**SMALL, exploration_noise=0.1)
-    learner = make_td3_learner(cfg, spec)
+    learner = make_deterministic_learner(cfg, spec)
     state = learner.init(make_key(0))
     obs = jnp.full((20_000, 3), 0.5)
     greedy = float(learner.act(state, obs[0], make_key(1), True)[0])
@@ -153,7 +153,7 @@ def test_exploration_adds_gaussian_noise_in_normalised_units(spec):
 
 def test_policy_params_are_the_actor_and_can_be_swapped_in(spec):
     """ERL's contract: `Learner.params` is `actor_params`, and acting uses whatever is there."""
-    learner = make_td3_learner(TD3Config(**SMALL), spec)
+    learner = make_deterministic_learner(TD3Config(**SMALL), spec)
     state, other = learner.init(make_key(0)), learner.init(make_key(1))
     assert learner.params(state) is state.actor_params
     obs = jnp.ones((2, 3))
@@ -174,7 +174,7 @@ def test_unbounded_box_actions_are_refused(spec):
     inf = np.array([np.inf], np.float32)
     unbounded = EnvSpec("fake", "jax", spec.observation_space, Box(-inf, inf, (1,)), 1, 10)
     with pytest.raises(ConfigError, match="needs a bounded Box"):
-        make_td3_learner(TD3Config(), unbounded)
+        make_deterministic_learner(TD3Config(), unbounded)
 
 
 @pytest.mark.parametrize(

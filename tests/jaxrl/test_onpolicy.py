@@ -26,7 +26,17 @@ from jaxrl.config import ConfigError, EnvConfig
 from jaxrl.datatypes import Box, Discrete
 from jaxrl.distributions import Categorical, DiagGaussian, TanhGaussian
 from jaxrl.networks import ActorCritic, action_head
-from jaxrl.onpolicy import Sample, gae, shuffled_minibatches
+from jaxrl.onpolicy import (
+    Algorithm,
+    Sample,
+    gae,
+    init,
+    learning_rate,
+    minibatch_loss,
+    model,
+    on_policy_setup,
+    shuffled_minibatches,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -269,3 +279,42 @@ def test_four_devices_match_one():
         np.testing.assert_allclose(obs, one[env_id][2], rtol=1e-4, atol=1e-5)
         np.testing.assert_allclose(loss, one[env_id][1], rtol=1e-4, atol=1e-5)
         np.testing.assert_allclose(params, one[env_id][0], rtol=1e-4, atol=1e-5)
+
+
+def test_learning_rate_anneals_linearly_to_zero_at_the_budget():
+    """`learning_rate` alone: 2.5e-4 at the start, 3/4 of it after a quarter of a 1,000-step
+    budget, 0 at and after the budget; constant without annealing."""
+    env = envs.make(EnvConfig("CartPole-v1", num_envs=4))
+    setup = on_policy_setup(
+        PPOConfig(), env, Algorithm(lambda d, v, s: ppo_loss(PPOConfig(), d, v, s), 128), 1000.0
+    )
+    rates = [float(learning_rate(setup, jnp.float32(s))) for s in (0, 250, 1000, 1500)]
+    np.testing.assert_allclose(rates, [2.5e-4, 1.875e-4, 0.0, 0.0], rtol=1e-6)
+    flat = setup._replace(cfg=PPOConfig(anneal_lr=False))
+    assert float(learning_rate(flat, jnp.float32(900))) == pytest.approx(2.5e-4)
+
+
+def test_minibatch_loss_is_the_valid_samples_share_of_the_global_mean():
+    """`minibatch_loss` alone on A2C's loss: the sum of the valid samples' losses (each recomputed
+    from the network's distribution and value) over the global count; invalid ones add nothing."""
+    cfg = A2CConfig(hidden_sizes=(8,))
+    env = envs.make(EnvConfig("CartPole-v1", num_envs=2))
+    algorithm = Algorithm(lambda d, v, s: a2c_loss(cfg, d, v, s), 4)
+    setup = on_policy_setup(cfg, env, algorithm, 1e4)
+    params = init(setup, jax.random.key(0)).params
+    k1, k2 = jax.random.split(jax.random.key(1))
+    obs = jax.random.normal(k1, (4, 4))
+    batch = Sample(
+        obs,
+        jnp.array([0, 1, 1, 0]),
+        jnp.zeros(4),
+        jnp.zeros(4),
+        jax.random.normal(k2, (4,)),
+        jnp.array([1.0, -1.0, 0.5, 2.0]),
+    )
+    valid = jnp.array([True, True, False, True])
+    loss, _ = minibatch_loss(setup, params, batch, valid, jnp.float32(5.0))
+    samples = [jax.tree.map(lambda x, i=i: x[i], batch) for i in range(4)]
+    per_sample = [float(a2c_loss(cfg, *model(setup, params, s.obs), s)[0]) for s in samples]
+    expected = (per_sample[0] + per_sample[1] + per_sample[3]) / 5.0
+    np.testing.assert_allclose(float(loss), expected, rtol=1e-5)

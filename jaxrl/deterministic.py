@@ -1,0 +1,290 @@
+"""The deterministic actor-critic learner of TD3 (Fujimoto et al. 2018), DDPG (Lillicrap et al.
+2016) and ERL's gradient learner: one learner, TD3's three changes to DDPG each a config key.
+
+* twin critics, the target bootstrapping from the smaller of the two (`twin_critics`);
+* target policy smoothing: the target action is μ'(s') + clip(N(0, σ²), −c, c)
+  (`target_noise` σ, `target_noise_clip` c);
+* delayed actor and target updates: the actor and both targets move every `policy_delay`-th
+  critic update.
+
+`DDPG_KEYS` turns the three off. The actor is an MLP with a tanh output in normalised action
+units (`jaxrl.continuous`). Exploration adds Gaussian noise (`exploration_noise`) to μ(s) and clips
+to the Box; the first `learning_starts` steps are uniformly random (the driver's
+`jaxrl.offpolicy`). Targets are Polyak averages (τ = `tau`), and bootstrap with (1 − terminated)
+only: a truncated step bootstraps from its episode's last observation, which the driver stores as
+`next_obs`.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, NamedTuple
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import optax
+
+from jaxrl.config import require
+from jaxrl.continuous import (
+    ActionScale,
+    Critics,
+    StateActionCritic,
+    Torso,
+    bootstrapped_return,
+    box_actions,
+    critic_loss,
+)
+from jaxrl.datatypes import Array, EnvSpec, Key, Metrics, PyTree, Transition
+from jaxrl.networks import Dense
+from jaxrl.offpolicy import Learner, OffPolicyConfig, soft_update
+
+# DDPG is this learner with TD3's three changes off (agents/ddpg.py, ERL's default learner).
+DDPG_KEYS: dict[str, Any] = {"twin_critics": False, "policy_delay": 1, "target_noise": 0.0}
+
+
+@dataclass(frozen=True)
+class DeterministicConfig(OffPolicyConfig):
+    """The learner's keys on top of `OffPolicyConfig`; defaults follow Fujimoto et al.'s published
+    TD3 code (256-256 ReLU, Adam 3e-4, batch 256, τ 0.005, σ 0.2, c 0.5, delay 2, exploration
+    0.1)."""
+
+    # Values a grid may vary in one program (jaxrl/hyper.py): they change no array shape.
+    HYPERPARAMETERS: ClassVar[tuple[str, ...]] = (
+        "gamma",
+        "actor_lr",
+        "critic_lr",
+        "tau",
+        "target_noise",
+        "target_noise_clip",
+        "exploration_noise",
+    )
+
+    name: str = "td3"
+    buffer_size: int = 1_000_000
+    learning_starts: int = 10_000
+    actor_lr: float = 3e-4
+    critic_lr: float = 3e-4
+    tau: float = 0.005  # Polyak: target ← τ·online + (1 − τ)·target
+    policy_delay: int = 2  # critic updates per actor and target update
+    target_noise: float = 0.2  # σ of the target policy smoothing, normalised action units
+    target_noise_clip: float = 0.5  # c: the smoothing noise is clipped to [−c, c]
+    exploration_noise: float = 0.1  # σ of the Gaussian added to μ(s) when collecting
+    twin_critics: bool = True  # False: one critic (DDPG)
+    layer_norm: bool = False  # layer norm after every hidden layer (ERL's DDPG uses it)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        require(self.actor_lr > 0, f"agent.actor_lr={self.actor_lr} must be > 0")
+        require(self.critic_lr > 0, f"agent.critic_lr={self.critic_lr} must be > 0")
+        require(0 < self.tau <= 1, f"agent.tau={self.tau} must be in (0, 1]")
+        require(self.policy_delay >= 1, f"agent.policy_delay={self.policy_delay} must be >= 1")
+        require(self.target_noise >= 0, f"agent.target_noise={self.target_noise} must be >= 0")
+        require(
+            self.target_noise_clip >= 0,
+            f"agent.target_noise_clip={self.target_noise_clip} must be >= 0",
+        )
+        require(
+            self.exploration_noise >= 0,
+            f"agent.exploration_noise={self.exploration_noise} must be >= 0",
+        )
+
+
+class DeterministicActor(nn.Module):
+    """μ(s) in normalised units: a tanh over the last layer."""
+
+    action_size: int
+    hidden_sizes: Sequence[int]
+    activation: str = "relu"
+    layer_norm: bool = False
+
+    @nn.compact
+    def __call__(self, obs: Array) -> Array:
+        x = Torso(self.hidden_sizes, self.activation, self.layer_norm)(obs.astype(jnp.float32))
+        return jnp.tanh(Dense(self.action_size)(x))
+
+
+class DeterministicState(NamedTuple):
+    """The learner's state. `actor_params` is the policy (what `Learner.params` returns, what
+    evaluation acts with); ERL copies actor parameters in and out through this field
+    (`state._replace(actor_params=p)`), the target actor staying the learner's own."""
+
+    actor_params: PyTree
+    critic_params: PyTree  # leaves [critics, ...]
+    target_actor_params: PyTree
+    target_critic_params: PyTree
+    actor_opt_state: optax.OptState
+    critic_opt_state: optax.OptState
+    updates: Array  # int32: critic updates so far (the actor moves every policy_delay-th)
+
+
+class DeterministicNetworks(NamedTuple):
+    actor: DeterministicActor
+    critics: Critics
+    scale: ActionScale
+    actor_tx: optax.GradientTransformation
+    critic_tx: optax.GradientTransformation
+
+
+def deterministic_networks(cfg: DeterministicConfig, spec: EnvSpec) -> DeterministicNetworks:
+    """The actor, critics, action scaling and optimisers for `spec` (refusing non-Box actions)."""
+    scale = box_actions(spec, cfg.name)
+    actor = DeterministicActor(
+        spec.action_space.shape[0], cfg.hidden_sizes, cfg.activation, cfg.layer_norm
+    )
+    q = StateActionCritic(cfg.hidden_sizes, cfg.activation, cfg.layer_norm)
+    critics = Critics(q, 2 if cfg.twin_critics else 1)
+    return DeterministicNetworks(
+        actor, critics, scale, optax.adam(cfg.actor_lr), optax.adam(cfg.critic_lr)
+    )
+
+
+def smoothed_action(target_action: Array, noise: Array, noise_clip: float) -> Array:
+    """Target policy smoothing: μ'(s') + clip(ε, −c, c), kept in the normalised box [−1, 1]."""
+    return jnp.clip(target_action + jnp.clip(noise, -noise_clip, noise_clip), -1.0, 1.0)
+
+
+def critic_target(
+    cfg: DeterministicConfig,
+    nets: DeterministicNetworks,
+    state: DeterministicState,
+    batch: Transition,
+    noise: Array,
+) -> Array:
+    """The critics' regression target for a batch with normalised actions: r + γ·(1 −
+    terminated)·minᵢ Qᵢ'(s', smoothed μ'(s')); `noise` is the unclipped smoothing noise (σ·ε)."""
+    next_action = smoothed_action(
+        nets.actor.apply(state.target_actor_params, batch.next_obs), noise, cfg.target_noise_clip
+    )
+    next_q = nets.critics(state.target_critic_params, batch.next_obs, next_action)
+    return bootstrapped_return(batch.reward, batch.terminated, next_q.min(axis=0), cfg.gamma)
+
+
+def init(nets: DeterministicNetworks, obs: Array, action: Array, key: Key) -> DeterministicState:
+    """Fresh parameters from example (unbatched) `obs` and `action`; targets start equal."""
+    actor_key, critic_key = jax.random.split(key)
+    actor_params = nets.actor.init(actor_key, obs)
+    critic_params = nets.critics.init(critic_key, obs, action)
+    return DeterministicState(
+        actor_params,
+        critic_params,
+        actor_params,
+        critic_params,
+        nets.actor_tx.init(actor_params),
+        nets.critic_tx.init(critic_params),
+        jnp.zeros((), jnp.int32),
+    )
+
+
+def noisy_action(
+    cfg: DeterministicConfig, nets: DeterministicNetworks, params: PyTree, obs: Array, key: Key
+) -> Array:
+    """μ(s) plus Gaussian exploration noise, clipped to the box, in env units."""
+    mu = nets.actor.apply(params, obs)
+    noise = cfg.exploration_noise * jax.random.normal(key, mu.shape)
+    return nets.scale.to_env(jnp.clip(mu + noise, -1.0, 1.0))
+
+
+def act(
+    cfg: DeterministicConfig,
+    nets: DeterministicNetworks,
+    state: DeterministicState,
+    obs: Array,
+    key: Key,
+    deterministic: bool,
+) -> Array:
+    """μ(s) in env units (evaluation), or with exploration noise."""
+    if deterministic:
+        return nets.scale.to_env(nets.actor.apply(state.actor_params, obs))
+    return noisy_action(cfg, nets, state.actor_params, obs, key)
+
+
+def actor_step(
+    cfg: DeterministicConfig,
+    nets: DeterministicNetworks,
+    state: DeterministicState,
+    critic_params: PyTree,
+    obs: Array,
+) -> tuple[PyTree, optax.OptState, PyTree, PyTree]:
+    """One actor step on −Q₁(s, μ(s)) against `critic_params`, then Polyak updates of both
+    targets: (actor params, actor optimiser state, target actor, target critics)."""
+
+    def actor_loss(params: PyTree) -> Array:
+        return -nets.critics.first(critic_params, obs, nets.actor.apply(params, obs)).mean()
+
+    grads = jax.grad(actor_loss)(state.actor_params)
+    updates, opt_state = nets.actor_tx.update(grads, state.actor_opt_state)
+    actor_params = optax.apply_updates(state.actor_params, updates)
+    return (
+        actor_params,
+        opt_state,
+        soft_update(state.target_actor_params, actor_params, cfg.tau),
+        soft_update(state.target_critic_params, critic_params, cfg.tau),
+    )
+
+
+def update(
+    cfg: DeterministicConfig,
+    nets: DeterministicNetworks,
+    state: DeterministicState,
+    batch: Transition,
+    key: Key,
+) -> tuple[DeterministicState, Metrics]:
+    """One update on a minibatch with env-scaled actions: a critic step on every call, then, on
+    every `policy_delay`-th call, `actor_step` with the just-updated critics."""
+    batch = batch._replace(action=nets.scale.from_env(batch.action))
+    noise = cfg.target_noise * jax.random.normal(key, batch.action.shape)
+    target = jax.lax.stop_gradient(critic_target(cfg, nets, state, batch, noise))
+
+    def loss_of_critics(params: PyTree) -> tuple[Array, Array]:
+        q = nets.critics(params, batch.obs, batch.action)
+        return critic_loss(q, target), q
+
+    (loss, q), grads = jax.value_and_grad(loss_of_critics, has_aux=True)(state.critic_params)
+    updates, critic_opt_state = nets.critic_tx.update(grads, state.critic_opt_state)
+    critic_params = optax.apply_updates(state.critic_params, updates)
+    count = state.updates + 1
+
+    def hold(*_: Any) -> tuple[PyTree, ...]:
+        return (
+            state.actor_params,
+            state.actor_opt_state,
+            state.target_actor_params,
+            state.target_critic_params,
+        )
+
+    actor_params, actor_opt_state, target_actor, target_critic = jax.lax.cond(
+        count % cfg.policy_delay == 0,
+        functools.partial(actor_step, cfg, nets, state),
+        hold,
+        critic_params,
+        batch.obs,
+    )
+    new_state = DeterministicState(
+        actor_params,
+        critic_params,
+        target_actor,
+        target_critic,
+        actor_opt_state,
+        critic_opt_state,
+        count,
+    )
+    return new_state, {"critic_loss": loss, "q_mean": q.mean()}
+
+
+def make_deterministic_learner(cfg: DeterministicConfig, spec: EnvSpec) -> Learner:
+    """The learner for `spec`, its functions bound to `cfg` and the networks."""
+    nets = deterministic_networks(cfg, spec)
+    obs0 = jnp.zeros(spec.observation_space.shape, jnp.float32)
+    action0 = jnp.zeros(spec.action_space.shape, jnp.float32)
+    return Learner(
+        init=functools.partial(init, nets, obs0, action0),
+        explore=lambda state, obs, key, env_steps: noisy_action(
+            cfg, nets, state.actor_params, obs, key
+        ),
+        act=functools.partial(act, cfg, nets),
+        update=functools.partial(update, cfg, nets),
+        params=lambda state: state.actor_params,
+    )

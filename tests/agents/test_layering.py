@@ -1,0 +1,35 @@
+"""Agents never import each other: a piece two agents share lives in `jaxrl/`."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+AGENTS = Path(__file__).resolve().parents[2] / "agents"
+
+
+def imported_modules(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+    return names
+
+
+@pytest.mark.parametrize(
+    "module", sorted(p.name for p in AGENTS.glob("*.py") if p.name != "__init__.py")
+)
+def test_agent_module_imports_no_other_agent(module: str) -> None:
+    imports = imported_modules(AGENTS / module)
+    assert not {m for m in imports if m == "agents" or m.startswith("agents.")}, imports
+
+
+def test_the_check_sees_an_agent_import(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.py"
+    bad.write_text("from agents.td3 import TD3Config\nimport agents.ppo\n")
+    assert imported_modules(bad) == {"agents.td3", "agents.ppo"}
