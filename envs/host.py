@@ -16,7 +16,8 @@ over like any JAX env:
   buffers in place; ~6 µs per call here against ~135 µs for `io_callback`, see
   benchmarks/host_bridge.py) and unordered `io_callback` elsewhere (its buffers are on the device).
   Never `pure_callback`: XLA may drop or hoist it.
-* Pools are kept per *reset site* (one traced `reset` call): a site's next reset restarts the pools
+* Pools are kept per *reset site* (where in the traced code `reset` was called: a retrace of the
+  same code is the same site): a site's next reset restarts the pools
   of its previous one (reseeding them) once those have been stepped, instead of creating new ones,
   so an evaluation that resets every chunk reuses its pools. A handle whose pool was restarted by a
   later reset names nothing any more: stepping it raises `HostEnvError`, never a silent mix-up.
@@ -40,9 +41,11 @@ import dataclasses
 import hashlib
 import itertools
 import math
+import os
 import threading
+import traceback
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from typing import Any, NamedTuple, Protocol
 
 import jax
@@ -153,20 +156,17 @@ class _Registry:
     def __init__(self) -> None:
         self.lock = threading.RLock()
         self.slots: dict[int, _Slot] = {}
-        self.sites: dict[int, list[int]] = {}  # reset site -> handles of its last reset
+        self.sites: dict[tuple[int, Hashable], list[int]] = {}  # (owner, site) -> last handles
         self.handles = itertools.count(1)
-        self.error: HostEnvError | None = None  # the failure that stopped a compiled program
-
-    def fail(self, error: HostEnvError) -> HostEnvError:
-        self.error = error
-        return error
+        # What the last failed host call raised: the cause of the runtime error XLA reports.
+        self.error: BaseException | None = None
 
     def reset(
-        self, owner: int, site: int, name: str, factory: PoolFactory, num_envs: int, keys: Any
+        self, owner: int, site: Hashable, name: str, factory: PoolFactory, num_envs: int, keys: Any
     ) -> tuple[np.ndarray, np.ndarray]:
         seeds = [seed_from_key_data(k) for k in keys]
         with self.lock:
-            previous = self.sites.get(site, [])
+            previous = self.sites.get((owner, site), [])
             reuse = len(previous) == len(seeds) and all(
                 h in self.slots and self.slots[h].stepped for h in previous
             )
@@ -183,18 +183,16 @@ class _Registry:
                 self.slots[handle] = slot
                 handles.append(handle)
                 obs.append(self._call(name, "reset", slot.pool.reset, seed, handle=handle))
-            self.sites[site] = handles
+            self.sites[owner, site] = handles
         return np.asarray(handles, np.int32), np.stack(obs)
 
     def step(self, owner: int, name: str, handles: np.ndarray, actions: np.ndarray) -> HostStep:
         ids = handles.tolist()
         with self.lock:
             if len(set(ids)) < len(ids):
-                raise self.fail(
-                    HostEnvError(
-                        f"{name}: one host env state is stepped twice in one call; each vmapped "
-                        f"instance needs its own state (its own env.reset)"
-                    )
+                raise HostEnvError(
+                    f"{name}: one host env state is stepped twice in one call; each vmapped "
+                    f"instance needs its own state (its own env.reset)"
                 )
             slots = [self._slot(owner, name, h) for h in ids]
             if len(slots) > 1 and all(hasattr(s.pool, "step_async") for s in slots):
@@ -213,13 +211,11 @@ class _Registry:
     def _slot(self, owner: int, name: str, handle: int) -> _Slot:
         slot = self.slots.get(handle)
         if slot is None or slot.owner != owner:
-            raise self.fail(
-                HostEnvError(
-                    f"{name}: env state handle {handle} names no live pool of this env: it was "
-                    f"closed, restarted by a later reset of the same env, belongs to another env, "
-                    f"or was restored from a checkpoint (host env state cannot be saved; reset "
-                    f"the env)"
-                )
+            raise HostEnvError(
+                f"{name}: env state handle {handle} names no live pool of this env: it was "
+                f"closed, restarted by a later reset of the same env, belongs to another env, "
+                f"or was restored from a checkpoint (host env state cannot be saved; reset "
+                f"the env)"
             )
         return slot
 
@@ -241,16 +237,16 @@ class _Registry:
             raise
 
     def _call(self, name: str, what: str, fn: Callable, *args: Any, handle: int = 0) -> Any:
-        """`fn(*args)`, any failure recorded and raised as a HostEnvError naming the env; the
-        failed pool is closed and forgotten (its state is unknown)."""
+        """`fn(*args)`, any failure raised as a HostEnvError naming the env; the failed pool is
+        closed and forgotten (its state is unknown)."""
         try:
             return fn(*args)
         except Exception as e:
             if handle:
                 self._discard(handle)
             if isinstance(e, HostEnvError):
-                raise self.fail(e) from e.__cause__
-            raise self.fail(HostEnvError(f"{name}: {what} raised {type(e).__name__}: {e}")) from e
+                raise
+            raise HostEnvError(f"{name}: {what} raised {type(e).__name__}: {e}") from e
 
     def _discard(self, handle: int) -> None:
         slot = self.slots.pop(handle, None)
@@ -262,6 +258,7 @@ class _Registry:
         with self.lock:
             for handle in [h for h, s in self.slots.items() if s.owner == owner]:
                 self._discard(handle)
+            self.sites = {key: h for key, h in self.sites.items() if key[0] != owner}
 
     def close_all(self) -> None:
         with self.lock:
@@ -272,7 +269,20 @@ class _Registry:
 _REGISTRY = _Registry()
 atexit.register(_REGISTRY.close_all)
 _OWNERS = itertools.count(1)
-_SITES = itertools.count(1)
+
+
+def _reset_site() -> tuple[tuple[str, int], ...]:
+    """Where `reset` is being traced: the (file, line) of the frames inside the outermost JAX
+    transformation (all frames when called eagerly), JAX's own left out. Computed, not counted:
+    tracing the same code again, from wherever, names the same site and reuses its pools."""
+    stack = traceback.extract_stack()[:-2]
+    in_jax = [f"{os.sep}jax{os.sep}" in frame.filename for frame in stack]
+    first = in_jax.index(True) if True in in_jax else 0
+    return tuple(
+        (frame.filename, frame.lineno or 0)
+        for frame, jax_frame in zip(stack[first:], in_jax[first:], strict=True)
+        if not jax_frame
+    )
 
 
 @contextlib.contextmanager
@@ -280,13 +290,14 @@ def host_errors() -> Iterator[None]:
     """Run compiled code that steps host envs: a host env failure leaves as the `HostEnvError`
     it raised (with the env's exception as its cause), not as XLA's runtime error. Results must
     be waited for inside (`jax.block_until_ready`): on CPU, execution is asynchronous."""
+    _REGISTRY.error = None  # only a failure of a host call made inside this block counts
     try:
         yield
-    except jax.errors.JaxRuntimeError as e:
+    except jax.errors.JaxRuntimeError:
         error, _REGISTRY.error = _REGISTRY.error, None
-        if error is not None and "HostEnvError" in str(e):
+        if isinstance(error, HostEnvError):
             raise error.with_traceback(None) from error.__cause__
-        if "KeyboardInterrupt" in str(e):  # a Ctrl-C that landed in a host call
+        if isinstance(error, KeyboardInterrupt):  # a Ctrl-C that landed in a host call
             raise KeyboardInterrupt from None
         raise
 
@@ -303,11 +314,19 @@ def _host_call(
     use_buffers = kind == "buffer" or (kind == "auto" and jax.default_backend() == "cpu")
     dtypes = [np.dtype(o.dtype) for o in outs]
 
+    def recorded(*args: np.ndarray) -> tuple[Any, ...]:
+        """`fn(*args)`; what it raises is kept for `host_errors`, since XLA passes on only text."""
+        try:
+            return fn(*args)
+        except BaseException as e:  # KeyboardInterrupt too: a Ctrl-C during a host call
+            _REGISTRY.error = e
+            raise
+
     def host(*args: np.ndarray) -> tuple[np.ndarray, ...]:
-        return tuple(np.asarray(r, d) for r, d in zip(fn(*args), dtypes, strict=True))
+        return tuple(np.asarray(r, d) for r, d in zip(recorded(*args), dtypes, strict=True))
 
     def write(ctx: Any, out: Sequence[Any], *args: Any) -> None:
-        for buffer, result in zip(out, fn(*(np.asarray(a) for a in args)), strict=True):
+        for buffer, result in zip(out, recorded(*(np.asarray(a) for a in args)), strict=True):
             np.asarray(buffer)[...] = result  # casts to the buffer's dtype
 
     @jax.custom_batching.custom_vmap
@@ -379,7 +398,7 @@ class HostEnv:
         return jax.ShapeDtypeStruct((self.spec.num_envs, *space.shape), space.dtype)
 
     def reset(self, key: Key) -> tuple[Array, TimeStep]:
-        n, owner, site = self.spec.num_envs, self._owner, next(_SITES)
+        n, owner, site = self.spec.num_envs, self._owner, _reset_site()
 
         def host(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             return _REGISTRY.reset(owner, site, self.spec.name, self.make_pool, n, keys)

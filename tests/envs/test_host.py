@@ -153,6 +153,9 @@ def test_a_site_reuses_its_pools_and_stale_handles_fail_clearly():
     first_b, _ = run(make_key(0), actions)  # same site, stepped since: the same pool, reseeded
     assert {id(s.pool) for s in host._REGISTRY.slots.values() if s.owner == env._owner} == pools
     np.testing.assert_array_equal(first_a, first_b)
+    for _ in range(2):  # retraced (a new jit of the same code): the same site, the same pools
+        jax.jit(functools.partial(rollout, env))(make_key(0), actions)
+        assert {id(s.pool) for s in host._REGISTRY.slots.values() if s.owner == env._owner} == pools
 
     reset, step = jax.jit(env.reset), jax.jit(env.step)  # one reset site
     state, _ = reset(make_key(1))
