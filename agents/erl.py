@@ -18,8 +18,8 @@ One `train_step` is one generation:
    fixed-length scan of `max_episode_steps`, runs every row to the cap: on CartPole an early
    population's episodes last ~20 of 500 steps, and on host envs every step is a host call, so
    the while_loop is the faster of the two. (Adding to the buffer inside the loop instead cost
-   time proportional to the buffer's capacity on every step: 0.096 s against 0.014 s per Pendulum
-   generation with a 1e6 buffer, loaded machine.) The env is never vmapped (only the actors are,
+   time proportional to the buffer's capacity on every step: benchmarks/results/design_notes.md.)
+   The env is never vmapped (only the actors are,
    over their rows), so JAX-native, Brax and host envs (`spec.vmappable` False: the batch is one
    host pool, one host call per step) run the same code; what differs for host envs is only
    cost: rows whose episode ended keep being stepped (a pool steps as a whole) until the slowest

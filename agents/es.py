@@ -77,7 +77,7 @@ class ESConfig:
     chunk_megabytes: float = 256.0
     # Perturbed parameters of the members evaluated together. Members of a chunk step in lockstep
     # until the slowest episode ends: small nets want the whole population at once, large nets
-    # small chunks (on CartPole with 1M parameters, 12 MB ran 4x faster than 256 MB).
+    # small chunks (benchmarks/results/es_memory.md).
     eval_chunk_megabytes: float = 16.0
 
     def __post_init__(self) -> None:

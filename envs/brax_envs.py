@@ -117,8 +117,8 @@ class BraxState(NamedTuple):
 class BraxEnv:
     """A Brax env batched, time-limited, auto-resetting and counting episodes like `VectorEnv`.
 
-    Not `VectorEnv` because a Brax reset costs about half a step (positional hopper: 2.3 ms vs
-    3.9 ms for 64 envs), and `VectorEnv` resets every env on every step: 3x slower. Instead, as
+    Not `VectorEnv` because a Brax reset costs about half a step, and `VectorEnv` resets every env
+    on every step (benchmarks/results/design_notes.md). Instead, as
     Brax's `AutoResetWrapper` does, each env restarts from a cached initial state; unlike Brax,
     which replays one initial state per env forever, the caches are redrawn round-robin, every env's
     at least every `REFRESH_PERIOD` steps, at 1/`REFRESH_PERIOD` of the cost of a full reset.

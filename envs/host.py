@@ -13,8 +13,9 @@ over like any JAX env:
   handles are batched and the rule issues ONE wider host call that steps every named pool, never
   a loop of calls. `lax.map`, `scan`, `while_loop` and `shard_map` see an ordinary side effect.
 * The callback is `buffer_callback(has_side_effect=True)` on CPU (the host writes XLA's output
-  buffers in place; ~6 µs per call here against ~135 µs for `io_callback`, see
-  benchmarks/host_bridge.py) and unordered `io_callback` elsewhere (its buffers are on the device).
+  buffers in place, an order of magnitude cheaper than `io_callback`:
+  benchmarks/results/host_bridge.md) and unordered `io_callback` elsewhere (its buffers are on
+  the device).
   Never `pure_callback`: XLA may drop or hoist it.
 * Pools are kept per *reset site* (where in the traced code `reset` was called: a retrace of the
   same code is the same site): a site's next reset restarts the pools
@@ -106,7 +107,7 @@ class HostEnvConfig(EnvConfig):
     id: str = "gym/CartPole-v1"
     # sync: the pool's envs step one after another in this process (cheap envs: classic control);
     # async: one worker process per env (gymnasium's AsyncVectorEnv), for envs whose step costs
-    # more than the inter-process round trip (~0.1 ms): MuJoCo, Box2D, PyBullet, pixels.
+    # more than the inter-process round trip: MuJoCo, Box2D, PyBullet, pixels.
     pool: str = "sync"
     # async pools: seconds to wait for the workers' answer before raising HostEnvError; null: wait
     # forever. A dead worker is reported at once either way.

@@ -11,9 +11,8 @@ physics steps, and 4 frames are stacked: observations are uint8 [84, 84, 4] (H, 
   output pixel the mean of 4×4 sample points, which is what an area resize of the 600×400 frame
   gives. Against pygame's frame box-resized by Pillow the mean difference is ~0.15 grey levels,
   at most ~40 on a few edge pixels (pygame's anti-aliased outlines, the 4×4 sampling). pygame's
-  software renderer plus the resize ran at ~250 agent steps/s here (a loaded 2-core host), far
-  below what a learner consumes; the numpy frame costs ~0.2 ms of CPU and needs neither pygame
-  nor OpenCV.
+  software renderer plus the resize was far slower than a learner consumes
+  (benchmarks/results/design_notes.md); the numpy frame needs neither pygame nor OpenCV.
 * Frame skip: an agent step repeats the action for `frame_skip` CartPole steps (stopping early
   where the episode ends) and its reward is their sum, so an episode's return is the number of
   CartPole steps survived, as for state CartPole-v1 (the original experiments averaged the

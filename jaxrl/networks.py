@@ -44,11 +44,11 @@ def batch_matmul(x: Array, w: Array) -> Array:
     """x [batch, in] @ w [in, out], with the weight gradient written so XLA:CPU runs it fast.
 
     Why: autodiff's weight gradient xᵀ·g contracts the batch axis of both operands. XLA:CPU
-    runs that form on Eigen, not on the YNNPACK matmul it uses for the forward pass, and inside
-    an update loop it took 25–35 µs for a [128, 64]ᵀ·[128, 64] product that YNNPACK does in
-    ~12. Here xᵀ is materialised behind an optimisation barrier (else XLA folds the transpose
-    back into the dot) and multiplied plainly: PPO's CartPole update ran ~15% faster. Other
-    platforms keep the plain form. Exact to float rounding.
+    runs that form on Eigen, not on the YNNPACK matmul it uses for the forward pass, at about
+    twice the time inside update loops. Here xᵀ is materialised behind an optimisation barrier
+    (else XLA folds the transpose back into the dot) and multiplied plainly (measurements:
+    benchmarks/results/design_notes.md). Other platforms keep the plain form. Exact to float
+    rounding.
     """
     return x @ w
 
@@ -178,8 +178,8 @@ def conv_valid(x: Array, w: Array, strides: tuple[int, int]) -> Array:
     """A VALID NHWC/HWIO convolution whose gradients are written as plain forward convolutions.
 
     Why: XLA's CPU backend leaves the kernel-gradient convolution JAX derives in a non-canonical
-    form inside loop bodies (`scan`, `while`), where it runs on a slow generic path: a Nature-CNN
-    update inside a `scan` took ~13× longer than the same update at the top level. Every
+    form inside loop bodies (`scan`, `while`), where it runs on a slow generic path, an order of
+    magnitude slower than at the top level (benchmarks/results/design_notes.md). Every
     update of our agents runs inside a scan, so the gradient is given explicitly: the kernel
     gradient is the convolution of the input (channels as the batch) with the output gradient
     (dilated by the strides), the input gradient the strided-transpose convolution with the
