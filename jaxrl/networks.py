@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxrl import speedups
 from jaxrl.config import ConfigError
 from jaxrl.datatypes import Array, Box, Discrete, Space
 from jaxrl.distributions import Categorical, DiagGaussian, Distribution, TanhGaussian
@@ -75,8 +76,10 @@ def _dense_dot_general(
     lhs: Array, rhs: Array, dimension_numbers, precision=None, preferred_element_type=None
 ) -> Array:
     """`batch_matmul` with the signature `nn.Dense` calls; a single input (a per-sample call
-    under `vmap`) or any other contraction goes to `lax.dot_general` unchanged."""
-    if lhs.ndim == 2 and dimension_numbers == (((1,), (0,)), ((), ())) and precision is None:
+    under `vmap`), any other contraction, or any call with the speed-ups off
+    (`jaxrl.speedups`) goes to `lax.dot_general` unchanged."""
+    plain = dimension_numbers == (((1,), (0,)), ((), ())) and precision is None
+    if lhs.ndim == 2 and plain and speedups.enabled():
         return batch_matmul(lhs, rhs)
     return jax.lax.dot_general(
         lhs, rhs, dimension_numbers, precision, preferred_element_type=preferred_element_type
@@ -221,8 +224,11 @@ def _conv_valid_bwd(strides: tuple[int, int], residuals: tuple[Array, Array], dy
 conv_valid.defvjp(_conv_valid_fwd, _conv_valid_bwd)
 
 
-def _flax_conv_valid(lhs: Array, rhs: Array, window_strides, padding, **_) -> Array:
-    """`conv_valid` with the signature `nn.Conv` calls (VALID, NHWC, no dilation or groups)."""
+def _flax_conv_valid(lhs: Array, rhs: Array, window_strides, padding, **options) -> Array:
+    """`conv_valid` with the signature `nn.Conv` calls (VALID, NHWC, no dilation or groups);
+    `lax.conv_general_dilated` itself with the speed-ups off (`jaxrl.speedups`)."""
+    if not speedups.enabled():
+        return jax.lax.conv_general_dilated(lhs, rhs, window_strides, padding, **options)
     return conv_valid(lhs, rhs, tuple(window_strides))
 
 

@@ -28,7 +28,7 @@ import optax
 from jax.flatten_util import ravel_pytree
 from jax.sharding import PartitionSpec as P
 
-from jaxrl import normalize, optimizers, parallel
+from jaxrl import normalize, optimizers, parallel, speedups
 from jaxrl.config import require
 from jaxrl.datatypes import Agent, Array, Key, PyTree, Transition
 from jaxrl.distributions import Distribution
@@ -132,7 +132,7 @@ class Algorithm(NamedTuple):
 
 class OnPolicyState(NamedTuple):
     params: PyTree
-    opt_state: optax.OptState  # of the flattened parameter vector (see `make_on_policy`)
+    opt_state: optax.OptState  # of the flat parameter vector, or of the tree (`OnPolicySetup`)
     obs_stats: RunningStats
     return_stats: RunningStats  # of the discounted return, for reward scaling
     discounted_return: Array  # float32[num_envs], running per env; sharded with the env batch
@@ -231,7 +231,8 @@ class OnPolicySetup(NamedTuple):
     single_env: Env  # the env with one env per batch (vmapped per env); `env` for host pools
     net: ActorCritic
     head: ActionHead
-    tx: optax.GradientTransformation  # over the flattened parameter vector
+    tx: optax.GradientTransformation
+    flat_optimizer: bool  # tx works on the parameters as one flat vector (`jaxrl.speedups`)
     axis: parallel.DataAxis
     num_envs: int
     local_envs: int  # this device's share of the env batch
@@ -271,9 +272,9 @@ def on_policy_setup(
     axis = parallel.DataAxis(
         parallel.data_mesh(num_envs if spec.vmappable else 1, ENV_AXIS), ENV_AXIS
     )
-    # The optimiser works on the parameters as one flat vector: clipping and Adam are then a few
-    # fused ops instead of a few per weight array, which is most of a small network's update on
-    # CPU, where every op costs a dispatch.
+    # With the speed-ups on, the optimiser works on the parameters as one flat vector: clipping
+    # and Adam are then a few fused ops instead of a few per weight array, which is most of a
+    # small network's update on CPU, where every op costs a dispatch.
     tx = optax.chain(
         optimizers.clip_by_global_norm(cfg.max_grad_norm),
         optax.scale_by_adam(eps=cfg.adam_eps),
@@ -286,6 +287,7 @@ def on_policy_setup(
         net=net,
         head=head,
         tx=tx,
+        flat_optimizer=speedups.enabled(),
         axis=axis,
         num_envs=num_envs,
         local_envs=num_envs // axis.size,
@@ -474,11 +476,16 @@ def minibatch_step(
     (loss, packed), grads = jax.value_and_grad(
         lambda p: minibatch_loss(setup, p, batch, valid, count), has_aux=True
     )(params)
-    flat_grads, unravel = ravel_pytree(grads)
-    flat_grads, loss, packed = axis.psum((flat_grads, loss, packed))
-    updates, opt_state = setup.tx.update(flat_grads, opt_state)
-    params = jax.tree.map(lambda p, u: p - lr * u, params, unravel(updates))
-    grad_norm = optax.tree.norm(flat_grads)
+    if setup.flat_optimizer:
+        flat_grads, unravel = ravel_pytree(grads)
+        flat_grads, loss, packed = axis.psum((flat_grads, loss, packed))
+        updates, opt_state = setup.tx.update(flat_grads, opt_state)
+        updates, grad_norm = unravel(updates), optax.tree.norm(flat_grads)
+    else:
+        grads, loss, packed = axis.psum((grads, loss, packed))
+        updates, opt_state = setup.tx.update(grads, opt_state)
+        grad_norm = optax.tree.norm(grads)
+    params = jax.tree.map(lambda p, u: p - lr * u, params, updates)
     return (params, opt_state), jnp.concatenate([packed, jnp.stack([loss, grad_norm])])
 
 
@@ -557,7 +564,7 @@ def init(setup: OnPolicySetup, key: Key) -> OnPolicyState:
     params = setup.net.init(key, jnp.zeros(space.shape, space.dtype))
     return OnPolicyState(
         params=params,
-        opt_state=setup.tx.init(ravel_pytree(params)[0]),
+        opt_state=setup.tx.init(ravel_pytree(params)[0] if setup.flat_optimizer else params),
         obs_stats=normalize.init(space.shape),
         return_stats=normalize.init(()),
         discounted_return=jnp.zeros((setup.num_envs,), jnp.float32),

@@ -1,5 +1,6 @@
 """`networks.batch_matmul` / `Dense`: the hand-written weight gradient against hand-computed
-numbers and against flax's own Dense, inside a `scan` as every update runs it."""
+numbers and against flax's own Dense, inside a `scan` as every update runs it; the
+`JAXRL_SPEEDUPS` switch."""
 
 from __future__ import annotations
 
@@ -7,7 +8,10 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
+from jaxrl import speedups
+from jaxrl.config import ConfigError
 from jaxrl.networks import Dense, batch_matmul
 
 X = jnp.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])  # [batch 3, in 2]
@@ -48,3 +52,53 @@ def test_dense_matches_flax_dense_batched_and_per_sample():
         value_flax, grad_flax = jax.jit(flax_fn)(params)
         np.testing.assert_allclose(value_ours, value_flax, rtol=1e-6)
         jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5), grad_ours, grad_flax)
+
+
+def dense_gradient_text() -> str:
+    layer = Dense(3)
+    params = layer.init(jax.random.key(0), X)
+    loss = lambda p: jnp.sum(C * layer.apply(p, X))
+    return str(jax.jit(jax.grad(loss)).lower(params).as_text())
+
+
+def test_speedups_switch_turns_the_cpu_weight_gradient_off(monkeypatch):
+    """`JAXRL_SPEEDUPS` is read at trace time: on (the default) the CPU weight gradient is the
+    materialised transpose behind an optimisation barrier; off it is autodiff's plain form."""
+    monkeypatch.delenv("JAXRL_SPEEDUPS", raising=False)
+    assert "optimization_barrier" in dense_gradient_text()
+    monkeypatch.setenv("JAXRL_SPEEDUPS", "off")
+    assert "optimization_barrier" not in dense_gradient_text()
+
+
+def test_speedups_switch_refuses_other_values(monkeypatch):
+    monkeypatch.setenv("JAXRL_SPEEDUPS", "fast")
+    with pytest.raises(ConfigError, match=r"JAXRL_SPEEDUPS='fast' is not one of: on, off"):
+        speedups.enabled()
+
+
+def test_ppo_with_speedups_off_matches_on_to_float_rounding(monkeypatch):
+    """Two PPO iterations with the speed-ups on and off (flat against tree optimiser state,
+    both weight-gradient forms): the same parameters up to float rounding."""
+    import envs
+    from agents.ppo import PPOConfig, make_ppo
+    from jaxrl.config import EnvConfig
+
+    env = envs.make(EnvConfig("CartPole-v1", num_envs=4))
+    cfg = PPOConfig(num_steps=16, num_minibatches=2, update_epochs=2)
+
+    def params_after_two_iterations() -> tuple[list[np.ndarray], object]:
+        agent = make_ppo(cfg, env, 1e4)
+        state, env_state = agent.init(jax.random.key(0)), env.reset(jax.random.key(1))
+        step = jax.jit(agent.train_step)
+        for i in range(2):
+            state, env_state, _ = step(state, env_state, jax.random.key(2 + i))
+        return [np.asarray(x) for x in jax.tree.leaves(state.params)], state.opt_state
+
+    monkeypatch.setenv("JAXRL_SPEEDUPS", "on")
+    fast, fast_opt = params_after_two_iterations()
+    monkeypatch.setenv("JAXRL_SPEEDUPS", "off")
+    plain, plain_opt = params_after_two_iterations()
+    for a, b in zip(fast, plain, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+    assert jax.tree.leaves(fast_opt)[1].ndim == 1  # one flat vector
+    assert len(jax.tree.leaves(plain_opt)) > len(jax.tree.leaves(fast_opt))  # per weight array
