@@ -14,6 +14,7 @@ ERL reuses the pieces: its population's rollouts and its learner's share one buf
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -148,11 +149,123 @@ def env_step_transitions(
     return (vector_state, next_ts), transition, next_ts.info
 
 
+class OffPolicySetup(NamedTuple):
+    """What the driver's functions share, fixed when the program is traced; `make_off_policy`
+    builds it and the functions below take it as their first argument."""
+
+    cfg: OffPolicyConfig
+    env: Env
+    learner: Learner
+    layout: BufferLayout
+    rounds: int  # rounds of (train_freq batched steps, gradient_steps updates) per iteration
+    learn_after: int  # env steps (and buffered transitions) before the first update
+
+
+def exploring_policy(
+    setup: OffPolicySetup, learner_state: PyTree, env_steps: Array
+) -> Callable[[Array, Key], Array]:
+    """The collecting policy: the learner's exploration, uniform actions before learning_starts."""
+
+    def act(obs: Array, key: Key) -> Array:
+        explore_key, random_key = jax.random.split(key)
+        explored = setup.learner.explore(learner_state, obs, explore_key, env_steps)
+        uniform = random_actions(setup.env.spec, random_key).astype(explored.dtype)
+        return jnp.where(env_steps < setup.cfg.learning_starts, uniform, explored)
+
+    return act
+
+
+def collect(
+    setup: OffPolicySetup, carry: tuple[OffPolicyState, PyTree], key: Key
+) -> tuple[tuple[OffPolicyState, PyTree], tuple[Array, Array]]:
+    """One batched env step into the buffer; (episodes ended, sum of their returns)."""
+    state, env_state = carry
+    policy = exploring_policy(setup, state.learner, state.env_steps)
+    env_state, transition, info = env_step_transitions(setup.env, env_state, policy, key)
+    state = state._replace(
+        buffer=replay.add(state.buffer, setup.layout.encode(transition)),
+        env_steps=state.env_steps + setup.env.spec.num_envs,
+    )
+    done = info["episode_done"]
+    return (state, env_state), (done.sum(), jnp.where(done, info["episode_return"], 0).sum())
+
+
+def learn(
+    setup: OffPolicySetup, learner_state: PyTree, buffer: ReplayState, key: Key
+) -> tuple[PyTree, Metrics]:
+    """`gradient_steps` learner updates on minibatches sampled from the buffer; mean metrics."""
+    cfg = setup.cfg
+
+    def one_update(ls: PyTree, k: Key) -> tuple[PyTree, Metrics]:
+        sample_key, update_key = jax.random.split(k)
+        batch = setup.layout.decode(replay.sample(buffer, sample_key, cfg.batch_size))
+        return setup.learner.update(ls, batch, update_key)
+
+    keys = jax.random.split(key, cfg.gradient_steps)
+    learner_state, metrics = jax.lax.scan(one_update, learner_state, keys)
+    return learner_state, jax.tree.map(jnp.mean, metrics)
+
+
+def one_round(
+    setup: OffPolicySetup, carry: tuple[OffPolicyState, PyTree], key: Key
+) -> tuple[tuple[OffPolicyState, PyTree], tuple[Array, Array, Metrics]]:
+    """`train_freq` collecting steps, then the updates once learning has started."""
+    cfg = setup.cfg
+    collect_key, learn_key = jax.random.split(key)
+    (state, env_state), (ends, returns) = jax.lax.scan(
+        functools.partial(collect, setup), carry, jax.random.split(collect_key, cfg.train_freq)
+    )
+    args = (state.learner, state.buffer, learn_key)
+    update = functools.partial(learn, setup)
+    metric_shapes = jax.eval_shape(update, *args)[1]
+    skip = lambda ls, *_: (ls, jax.tree.map(lambda m: jnp.zeros(m.shape, m.dtype), metric_shapes))
+    # Under vmap over seeds `cond` becomes a select (both run); a single seed skips. The buffer
+    # size counts too: a run resumed from a checkpoint without its buffer
+    # (checkpoint.replay_buffer=false) refills it before learning again.
+    ready = (state.env_steps >= setup.learn_after) & (
+        state.buffer.size >= min(setup.learn_after, cfg.buffer_size)
+    )
+    learner_state, metrics = jax.lax.cond(ready, update, skip, *args)
+    carry = (state._replace(learner=learner_state), env_state)
+    return carry, (ends.sum(), returns.sum(), metrics)
+
+
+def train_step(
+    setup: OffPolicySetup, state: OffPolicyState, env_state: PyTree, key: Key
+) -> tuple[OffPolicyState, PyTree, Metrics]:
+    """One iteration: `rounds` rounds; the learner's mean metrics and the episode statistics."""
+    cfg = setup.cfg
+    (state, env_state), (ends, returns, metrics) = jax.lax.scan(
+        functools.partial(one_round, setup), (state, env_state), jax.random.split(key, setup.rounds)
+    )
+    episodes = ends.sum()
+    metrics = {
+        **jax.tree.map(jnp.mean, metrics),
+        "env_steps": jnp.asarray(cfg.iteration_steps, jnp.int32),
+        "episodes": episodes,
+        # 0 when no episode ended during the iteration (a NaN would stop the run)
+        "episode_return": returns.sum() / jnp.maximum(episodes, 1),
+    }
+    return state, env_state, metrics
+
+
+def init(setup: OffPolicySetup, key: Key) -> OffPolicyState:
+    """The learner's fresh state and an empty buffer."""
+    buffer = replay.init(setup.layout.encode(example_transition(setup.env)), setup.cfg.buffer_size)
+    return OffPolicyState(setup.learner.init(key), buffer, jnp.zeros((), jnp.int32))
+
+
+def act(
+    setup: OffPolicySetup, state: OffPolicyState, obs: Array, key: Key, deterministic: bool = False
+) -> Array:
+    return setup.learner.act(state.learner, obs, key, deterministic)
+
+
 def make_off_policy(
     cfg: OffPolicyConfig, env: Env, learner: Learner, layout: BufferLayout = FULL_LAYOUT
 ) -> Agent:
-    """An `Agent` that fills a replay buffer from `env`'s batch and trains `learner` from it;
-    `layout` says how transitions are stored."""
+    """An `Agent` that fills a replay buffer from `env`'s batch and trains `learner` from it:
+    the functions above bound to their setup; `layout` says how transitions are stored."""
     num_envs = env.spec.num_envs
     steps_per_round = num_envs * cfg.train_freq
     require(
@@ -165,89 +278,18 @@ def make_off_policy(
         f"agent.buffer_size={cfg.buffer_size} must hold at least one step of the env batch "
         f"({num_envs} envs)",
     )
-    rounds = cfg.iteration_steps // steps_per_round
-    learn_after = max(cfg.learning_starts, cfg.batch_size)
-
-    def init(key: Key) -> OffPolicyState:
-        buffer = replay.init(layout.encode(example_transition(env)), cfg.buffer_size)
-        return OffPolicyState(learner.init(key), buffer, jnp.zeros((), jnp.int32))
-
-    def train_step(state: OffPolicyState, env_state: PyTree, key: Key):
-        def policy(learner_state: PyTree, env_steps: Array) -> Callable[[Array, Key], Array]:
-            def act(obs: Array, k: Key) -> Array:
-                explore_key, random_key = jax.random.split(k)
-                explored = learner.explore(learner_state, obs, explore_key, env_steps)
-                uniform = random_actions(env.spec, random_key).astype(explored.dtype)
-                return jnp.where(env_steps < cfg.learning_starts, uniform, explored)
-
-            return act
-
-        def collect(carry, step_key):
-            state, env_state = carry
-            env_state, transition, info = env_step_transitions(
-                env, env_state, policy(state.learner, state.env_steps), step_key
-            )
-            state = state._replace(
-                buffer=replay.add(state.buffer, layout.encode(transition)),
-                env_steps=state.env_steps + num_envs,
-            )
-            done = info["episode_done"]
-            return (state, env_state), (
-                done.sum(),
-                jnp.where(done, info["episode_return"], 0).sum(),
-            )
-
-        def learn(learner_state: PyTree, buffer: ReplayState, round_key: Key):
-            def one_update(ls, k):
-                sample_key, update_key = jax.random.split(k)
-                batch = layout.decode(replay.sample(buffer, sample_key, cfg.batch_size))
-                return learner.update(ls, batch, update_key)
-
-            keys = jax.random.split(round_key, cfg.gradient_steps)
-            learner_state, metrics = jax.lax.scan(one_update, learner_state, keys)
-            return learner_state, jax.tree.map(jnp.mean, metrics)
-
-        def one_round(carry, round_key):
-            collect_key, learn_key = jax.random.split(round_key)
-            (state, env_state), (ends, returns) = jax.lax.scan(
-                collect, carry, jax.random.split(collect_key, cfg.train_freq)
-            )
-            args = (state.learner, state.buffer, learn_key)
-            metric_shapes = jax.eval_shape(learn, *args)[1]
-            skip = lambda ls, *_: (
-                ls,
-                jax.tree.map(lambda m: jnp.zeros(m.shape, m.dtype), metric_shapes),
-            )
-            # Under vmap over seeds `cond` becomes a select (both run); a single seed skips.
-            # The buffer size counts too: a run resumed from a checkpoint without its buffer
-            # (checkpoint.replay_buffer=false) refills it before learning again.
-            ready = (state.env_steps >= learn_after) & (
-                state.buffer.size >= min(learn_after, cfg.buffer_size)
-            )
-            learner_state, metrics = jax.lax.cond(ready, learn, skip, *args)
-            carry = (state._replace(learner=learner_state), env_state)
-            return carry, (ends.sum(), returns.sum(), metrics)
-
-        (state, env_state), (ends, returns, metrics) = jax.lax.scan(
-            one_round, (state, env_state), jax.random.split(key, rounds)
-        )
-        episodes = ends.sum()
-        metrics = {
-            **jax.tree.map(jnp.mean, metrics),
-            "env_steps": jnp.asarray(cfg.iteration_steps, jnp.int32),
-            "episodes": episodes,
-            # 0 when no episode ended during the iteration (a NaN would stop the run)
-            "episode_return": returns.sum() / jnp.maximum(episodes, 1),
-        }
-        return state, env_state, metrics
-
-    def act(state: OffPolicyState, obs: Array, key: Key, deterministic: bool = False) -> Array:
-        return learner.act(state.learner, obs, key, deterministic)
-
+    setup = OffPolicySetup(
+        cfg,
+        env,
+        learner,
+        layout,
+        rounds=cfg.iteration_steps // steps_per_round,
+        learn_after=max(cfg.learning_starts, cfg.batch_size),
+    )
     return Agent(
-        init=init,
-        act=act,
-        train_step=train_step,
+        init=functools.partial(init, setup),
+        act=functools.partial(act, setup),
+        train_step=functools.partial(train_step, setup),
         params=lambda state: jnp.concatenate(
             [jnp.ravel(x) for x in jax.tree.leaves(learner.params(state.learner))]
         ),
