@@ -23,6 +23,7 @@ from jaxrl.onpolicy import (
 
 @dataclass(frozen=True)
 class A2CConfig(OnPolicyConfig):
+    NUM_ENVS: ClassVar[int] = 8
     HYPERPARAMETERS: ClassVar[tuple[str, ...]] = (*OnPolicyConfig.HYPERPARAMETERS, "gae_lambda")
     name: str = "a2c"
     learning_rate: float = 1e-3

@@ -70,6 +70,8 @@ LOSSES = ("huber", "mse")
 
 @dataclass(frozen=True)
 class DQNConfig(OffPolicyConfig):
+    # 4 envs × train_freq 64: the 256 env steps per round of the Zoo's CartPole setting.
+    NUM_ENVS: ClassVar[int] = 4
     # Values a grid may vary in one program (jaxrl/hyper.py): they change no array shape.
     HYPERPARAMETERS: ClassVar[tuple[str, ...]] = (
         "learning_rate",

@@ -78,6 +78,8 @@ LEARNERS = ("ddpg", "td3")
 
 @dataclass(frozen=True)
 class ERLConfig:
+    # ERL sizes its own env batch from its population (members x episodes + the learner's).
+    NUM_ENVS: ClassVar[int] = 1
     # Values a grid may vary in one program (jaxrl/hyper.py): they change no array shape.
     HYPERPARAMETERS: ClassVar[tuple[str, ...]] = (
         "mutation_prob",

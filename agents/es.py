@@ -41,6 +41,8 @@ POPULATION_AXIS = "pop"
 
 @dataclass(frozen=True)
 class ESConfig:
+    # The env batch per seed when `env.num_envs` is not given (episodes_per_member sets a member's).
+    NUM_ENVS: ClassVar[int] = 1
     # Values a grid may vary in one program (jaxrl/hyper.py): they change no array shape.
     HYPERPARAMETERS: ClassVar[tuple[str, ...]] = (
         "sigma",

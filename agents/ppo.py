@@ -24,6 +24,7 @@ from jaxrl.onpolicy import Algorithm, OnPolicyConfig, Sample, make_on_policy
 
 @dataclass(frozen=True)
 class PPOConfig(OnPolicyConfig):
+    NUM_ENVS: ClassVar[int] = 4  # PureJaxRL's CartPole setting
     HYPERPARAMETERS: ClassVar[tuple[str, ...]] = (
         *OnPolicyConfig.HYPERPARAMETERS,
         "gae_lambda",

@@ -11,6 +11,7 @@ critic is learned; without one it is cut (the Monte-Carlo estimate of a time-lim
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from jaxrl.config import require
 from jaxrl.datatypes import Agent, Array
@@ -29,6 +30,7 @@ BASELINES = ("learned", "mean", "none")
 
 @dataclass(frozen=True)
 class REINFORCEConfig(OnPolicyConfig):
+    NUM_ENVS: ClassVar[int] = 8  # episodes per update
     name: str = "reinforce"
     learning_rate: float = 1e-2
     anneal_lr: bool = False

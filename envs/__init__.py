@@ -26,6 +26,24 @@ BULLET = (
     "bullet/RaceCar-v0",
 )
 PIXEL = ("pixel/CartPole-v1",)
+# Brax's envs (all but its `fast` test double), listed here so that listing names imports neither
+# JAX nor Brax; listed whether or not Brax is installed: without it, `make` says how to install it.
+BRAX = tuple(
+    f"brax/{name}"
+    for name in (
+        "ant",
+        "halfcheetah",
+        "hopper",
+        "humanoid",
+        "humanoidstandup",
+        "inverted_double_pendulum",
+        "inverted_pendulum",
+        "pusher",
+        "reacher",
+        "swimmer",
+        "walker2d",
+    )
+)
 OPEN_ENDED = ("gym/<any Gymnasium id>", "ALE/<Game>-v5")
 # The JAX-native family (gymnax) with Gymnasium's own episode caps (gymnax's params carry them
 # too, but `VectorEnv` enforces the cap so that truncation is reported apart from termination).
@@ -43,18 +61,10 @@ def _jax_native() -> tuple[str, ...]:
     return tuple(GYMNAX_MAX_EPISODE_STEPS)
 
 
-@functools.cache
-def _brax() -> tuple[str, ...]:
-    # Listed whether or not Brax is installed: without it, `make` says how to install it.
-    from envs.brax_envs import BRAX_NAMES
-
-    return tuple(BRAX_NAMES)
-
-
 def registered() -> tuple[str, ...]:
     """Every env name that can be listed; `gym/<id>` and `ALE/<Game>-v5` take any id of
     Gymnasium's (and ale_py's) registry on top of these (see `check_id`)."""
-    return _jax_native() + _brax() + BULLET + PIXEL
+    return _jax_native() + BRAX + BULLET + PIXEL
 
 
 def _host_namespace(env_id: str) -> str | None:
@@ -103,7 +113,7 @@ def config_for(env_id: str) -> EnvConfig:
         from envs.host import HostEnvConfig
 
         return HostEnvConfig(id=env_id)
-    if env_id in _brax():
+    if env_id in BRAX:
         from envs.brax_envs import BraxEnvConfig
 
         return BraxEnvConfig(id=env_id)

@@ -23,6 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from envs import BRAX
 from jaxrl.config import ConfigError, EnvConfig, require
 from jaxrl.datatypes import Array, Box, EnvSpec, Key, TimeStep
 from jaxrl.env import episode_info
@@ -30,23 +31,8 @@ from jaxrl.env import episode_info
 logger = logging.getLogger(__name__)
 
 PREFIX = "brax/"
-# Our name -> Brax's registry name. Every Brax env but its `fast` test double.
-BRAX_NAMES = {
-    f"{PREFIX}{name}": name
-    for name in (
-        "ant",
-        "halfcheetah",
-        "hopper",
-        "humanoid",
-        "humanoidstandup",
-        "inverted_double_pendulum",
-        "inverted_pendulum",
-        "pusher",
-        "reacher",
-        "swimmer",
-        "walker2d",
-    )
-}
+# Our name -> Brax's registry name.
+BRAX_NAMES = {name: name.removeprefix(PREFIX) for name in BRAX}
 BACKENDS = ("generalized", "positional", "spring", "mjx")
 # Brax's own defaults: every env is built with the `generalized` pipeline, and
 # `brax.envs.create` cuts every episode at 1000 steps (Gymnasium's Reacher-v5: 50, Pusher-v5: 100).

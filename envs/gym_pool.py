@@ -13,6 +13,7 @@ attribute. A step that terminates at the cap is terminated only, as everywhere i
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import importlib
 import multiprocessing
@@ -298,11 +299,27 @@ def gymnasium_spec(cfg: HostEnvConfig, num_envs: int) -> tuple[EnvSpec, Callable
     return spec, make_one
 
 
-def make_gymnasium(cfg: HostEnvConfig, num_envs: int) -> HostEnv:
+class GymnasiumEnv(HostEnv):
+    """A HostEnv over GymnasiumPools, drawn for videos by one more instance of its Gymnasium env
+    that renders: the policy then sees the observations it was trained on."""
+
+    def with_num_envs(self, num_envs: int) -> GymnasiumEnv:
+        """As HostEnv's, keeping the render hook (HostEnv's would make a plain HostEnv)."""
+        return dataclasses.replace(self, spec=dataclasses.replace(self.spec, num_envs=num_envs))
+
+    def make_render_env(self) -> gymnasium.Env:
+        return gymnasium.make(
+            gymnasium_id(self.spec.name),
+            render_mode="rgb_array",
+            max_episode_steps=self.spec.max_episode_steps,
+        )
+
+
+def make_gymnasium(cfg: HostEnvConfig, num_envs: int) -> GymnasiumEnv:
     """`gym/<id>`, `bullet/<id>`, `pixel/<id>` as a HostEnv over GymnasiumPools."""
     spec, make_one = gymnasium_spec(cfg, num_envs)
 
     def make_pool(n: int, seed: int) -> GymnasiumPool:
         return GymnasiumPool([make_one] * n, cfg.pool, name=cfg.id, timeout=cfg.timeout)
 
-    return HostEnv(spec, make_pool)
+    return GymnasiumEnv(spec, make_pool)

@@ -1,6 +1,14 @@
-"""The JAX-native family through gymnax: classic control run inside the compiled program."""
+"""The JAX-native family through gymnax: classic control run inside the compiled program.
+
+gymnax envs have no renderer, but each has a Gymnasium twin whose dynamics it matches step for
+step (tests/envs/test_gymnax_envs.py): videos run the episode in JAX and draw every state by
+writing it into the twin's `unwrapped.state` and calling its `render()` (`GymnaxEnv`).
+"""
 
 from __future__ import annotations
+
+import os
+from typing import Any
 
 import gymnax
 import jax.numpy as jnp
@@ -10,6 +18,48 @@ from gymnax.environments import spaces as gymnax_spaces
 from envs import GYMNAX_MAX_EPISODE_STEPS
 from jaxrl.datatypes import Box, Discrete, EnvSpec, Space
 from jaxrl.env import EnvCore, VectorEnv
+
+# The gymnax state fields that make up each twin's `unwrapped.state`, in Gymnasium's order, and
+# extra attributes the twin's `render` reads.
+TWIN_STATE: dict[str, tuple[str, ...]] = {
+    "CartPole-v1": ("x", "x_dot", "theta", "theta_dot"),
+    "Pendulum-v1": ("theta", "theta_dot"),
+    "Acrobot-v1": ("joint_angle1", "joint_angle2", "velocity_1", "velocity_2"),
+    "MountainCar-v0": ("position", "velocity"),
+    "MountainCarContinuous-v0": ("position", "velocity"),
+}
+TWIN_ATTRIBUTES: dict[str, tuple[str, ...]] = {"Pendulum-v1": ("last_u",)}  # torque arrow
+
+
+class TwinRenderer:
+    """Draws single (unbatched) gymnax states of one env with its Gymnasium twin."""
+
+    def __init__(self, name: str) -> None:
+        import gymnasium
+
+        # pygame draws offscreen: no display or sound card wanted (nor SDL's complaints about them).
+        os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+        os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
+        self.twin = gymnasium.make(name, render_mode="rgb_array")
+        self.twin.reset()  # Gymnasium renders only after a reset; `draw` sets the whole state
+        self.fields, self.attributes = TWIN_STATE[name], TWIN_ATTRIBUTES.get(name, ())
+        self.fps = int(self.twin.metadata["render_fps"])
+
+    def draw(self, state: Any) -> np.ndarray:
+        self.twin.unwrapped.state = np.array([float(getattr(state, f)) for f in self.fields])
+        for name in self.attributes:
+            setattr(self.twin.unwrapped, name, float(getattr(state, name)))
+        return self.twin.render()
+
+    def close(self) -> None:
+        self.twin.close()
+
+
+class GymnaxEnv(VectorEnv):
+    """A gymnax env batched by `VectorEnv`, drawn for videos through its Gymnasium twin."""
+
+    def make_state_renderer(self) -> TwinRenderer:
+        return TwinRenderer(self.spec.name)
 
 
 def _space(space: object) -> Space:
@@ -26,7 +76,7 @@ def _space(space: object) -> Space:
     raise TypeError(f"unsupported gymnax space {type(space).__name__}")
 
 
-def make_gymnax(name: str, num_envs: int, max_episode_steps: int | None) -> VectorEnv:
+def make_gymnax(name: str, num_envs: int, max_episode_steps: int | None) -> GymnaxEnv:
     """Wrap gymnax's `step_env`/`reset_env` (no gymnax auto-reset) into our VectorEnv."""
     env, params = gymnax.make(name)
     # Older gymnax releases fold `time >= max_steps_in_episode` into `step_env`'s done flag, which
@@ -54,4 +104,4 @@ def make_gymnax(name: str, num_envs: int, max_episode_steps: int | None) -> Vect
         num_envs=num_envs,
         max_episode_steps=max_episode_steps or GYMNAX_MAX_EPISODE_STEPS[name],
     )
-    return VectorEnv(EnvCore(reset, step), spec)
+    return GymnaxEnv(EnvCore(reset, step), spec)

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import itertools
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import fields
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +32,6 @@ from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBase
 
 import agents
 import envs
-from envs.host import HostEnvError
 from jaxrl.config import ConfigError, EnvConfig, RunConfig, to_dict
 from jaxrl.hyper import grid_points
 from jaxrl.interrupt import EXIT_INTERRUPTED
@@ -40,10 +41,14 @@ EXIT_FAILED = 1
 CONFIG_MODULE = "jaxrl.conf"
 
 
-def register_configs(env_ids: Sequence[str] = ()) -> None:
-    """Schemas and one env node per registered env name and per name in `env_ids` (open-ended
-    families: `gym/<any Gymnasium id>`, `ALE/<Game>-v5`), so `env=<any valid name>` composes
-    without a YAML file per env."""
+def register_configs(env_ids: Collection[str], agent_names: Collection[str]) -> None:
+    """The run config's schema and a node per env name and agent, so that `env=<any valid name>`
+    composes without a YAML file per env (open-ended families too: `gym/<any Gymnasium id>`).
+
+    Only the envs in `env_ids` and the agents in `agent_names` get their schema (`needed`): an
+    agent's imports its module, JAX and all, and every node slows each of Hydra's look-ups, which
+    copy the whole store. The others get an empty stand-in that keeps their names in `--help`'s
+    lists and never replaces a schema stored before."""
     cs = ConfigStore.instance()
     base = _schema(RunConfig)
     # `grid.agent.<key>=[...]` adds keys (Hydra's struct mode would ask for `+grid.agent.<key>`);
@@ -51,11 +56,26 @@ def register_configs(env_ids: Sequence[str] = ()) -> None:
     OmegaConf.set_struct(base.grid.agent, False)
     cs.store(name="base_config", node=base)
     for name, entry in agents.REGISTRY.items():
-        cs.store(group="schema/agent", name=name, node=_schema(entry.config))
+        _store("schema/agent", name, _schema(entry.config) if name in agent_names else None)
     for env_id in dict.fromkeys((*envs.registered(), *env_ids)):
         # `brax/hopper` is option `hopper` of the nested group `env/brax`.
         group, _, name = f"env/{env_id}".rpartition("/")
-        cs.store(group=group, name=name, node=_schema(envs.config_for(env_id)))
+        _store(group, name, _schema(envs.config_for(env_id)) if env_id in env_ids else None)
+
+
+_STORED: set[str] = set()  # the ConfigStore paths that hold a schema, not a stand-in
+
+
+def _store(group: str, name: str, node: DictConfig | None) -> None:
+    """`node` as option `name` of `group`; None: a stand-in, unless a schema is there."""
+    path = f"{group}/{name}"
+    if node is None:
+        if path in _STORED:
+            return
+        node = OmegaConf.create()
+    else:
+        _STORED.add(path)
+    ConfigStore.instance().store(group=group, name=name, node=node)
 
 
 def _schema(obj: Any) -> DictConfig:
@@ -123,7 +143,7 @@ def _compose_node(overrides: list[str]) -> DictConfig:
     from hydra import compose as hydra_compose
     from hydra import initialize_config_module
 
-    register_configs(env_choices(overrides))
+    register_configs(*needed(overrides))
     if GlobalHydra.instance().is_initialized():  # inside a Hydra job: its search path is ours
         return hydra_compose("config", overrides=overrides)
     with initialize_config_module(CONFIG_MODULE, version_base="1.3"):
@@ -150,10 +170,36 @@ def check_group_choices(overrides: list[str]) -> None:
 
 def env_choices(overrides: Sequence[str]) -> list[str]:
     """The env names `env=` overrides choose, sweeps (`env=a,b`) included."""
+    return _choices("env", overrides)
+
+
+def needed(
+    overrides: Sequence[str], everything: bool = False, defaults: bool = False
+) -> tuple[list[str], list[str]]:
+    """The envs and agents whose schemas composing `overrides` may use: those `env=` / `agent=`
+    choose (sweeps included), else config.yaml's defaults; with `defaults`, those too (a `-m`
+    multirun composes its own config with the swept groups at their defaults); with
+    `everything`, every registered one (for what Hydra may compose beyond the overrides)."""
+    env_ids = env_choices(overrides)
+    try:
+        agent_names = _choices("agent", overrides)
+    except HydraException:  # `agent=glob(*)`: only Hydra's config loader can list it
+        everything, agent_names = True, []
+    if everything:
+        return [*envs.registered(), *env_ids], list(agents.REGISTRY)
+    if defaults or not env_ids:
+        env_ids.append(default_choice("env"))
+    if defaults or not agent_names:
+        agent_names.append(default_choice("agent"))
+    return env_ids, agent_names
+
+
+def _choices(group: str, overrides: Sequence[str]) -> list[str]:
+    """The options of `group` that its overrides choose, sweeps (`a,b`) expanded."""
     choices = []
     for override in overrides:
         key, sep, value = override.partition("=")
-        if key.lstrip("+~") != "env" or not sep:
+        if key.lstrip("+~") != group or not sep:
             continue
         try:
             (parsed,) = OverridesParser.create().parse_overrides([override])
@@ -165,6 +211,14 @@ def env_choices(overrides: Sequence[str]) -> list[str]:
         else:  # the value as written: `gym/my_module:MyEnv-v0` keeps its colon
             choices.append(str(parsed.value()))
     return choices
+
+
+@functools.cache
+def default_choice(group: str) -> str:
+    """The option of `group` that config.yaml's defaults list picks, read there so that it is
+    set in one place."""
+    primary = OmegaConf.load(Path(__file__).parent / "conf" / "config.yaml")
+    return next(d[group] for d in primary.defaults if isinstance(d, DictConfig) and group in d)
 
 
 def _find_omegaconf_error(e: BaseException) -> OmegaConfBaseException | None:
@@ -205,7 +259,8 @@ def valid_keys(parent: str, overrides: list[str]) -> list[str]:
     if parent:
         head = parent.split(".")[0]
         if head == "agent":
-            choice = next((o.split("=", 1)[1] for o in overrides if o.startswith("agent=")), "es")
+            chosen = (o.split("=", 1)[1] for o in overrides if o.startswith("agent="))
+            choice = next(chosen, default_choice("agent"))
             node = agents.REGISTRY[choice].config
         elif head == "env":
             choice = next(iter(env_choices(overrides)), None)
@@ -351,6 +406,8 @@ def enable_compilation_cache() -> None:
 
 def execute(cfg: RunConfig, run_dir: Path | None) -> int:
     """Train, print the one-line result, and return the exit status."""
+    # Imported here: JAX comes with them, and bad input is answered without it.
+    from envs.host import HostEnvError
     from jaxrl.loop import Interrupted, train
 
     try:
@@ -381,8 +438,10 @@ def _return(value: float | None) -> str:
 
 
 @hydra.main(config_path="conf", config_name="config", version_base="1.3")
-def _hydra_job(cfg: DictConfig) -> None:
-    """One job of a `-m` sweep (or a run with Hydra's own flags): its directory is Hydra's."""
+def _hydra_job(cfg: DictConfig) -> float:
+    """One job of a `-m` sweep (or a run with Hydra's own flags): its directory is Hydra's. It
+    returns the run's `sweep_objective` (jaxrl.sweep.objective), which Optuna's sweeper
+    optimises; the basic sweeper ignores it."""
     try:
         run_cfg = to_run_config(cfg)
         run_dir = Path(run_cfg.log.dir or HydraConfig.get().runtime.output_dir)
@@ -392,6 +451,9 @@ def _hydra_job(cfg: DictConfig) -> None:
     code = execute(run_cfg, run_dir)
     if code:
         sys.exit(code)
+    from jaxrl.sweep import objective
+
+    return objective(run_dir, os.environ.get(OBJECTIVE_ENV, "final"))
 
 
 # Hydra's flags: those that print and exit, those that take a value, and multirun.
@@ -418,7 +480,24 @@ HYDRA_VALUE_FLAGS = (
     "-cd",
 )
 MULTIRUN_FLAGS = ("-m", "--multirun")
+# Flags, and overrides of keys starting with these, after which what Hydra composes cannot be
+# read off the overrides: another primary config (its own defaults), a shell-completion query
+# (overrides inside it), a sweeper's own search space (`hydra.sweeper.params.agent=...`), more
+# config directories.
+EVERY_OPTION_KEYS = ("hydra.sweeper.params", "hydra.searchpath")
+EVERY_OPTION_FLAGS = (
+    "--config-path",
+    "-cp",
+    "--config-name",
+    "-cn",
+    "--config-dir",
+    "-cd",
+    "--shell-completion",
+    "-sc",
+)
 MAX_VALIDATED_JOBS = 1000
+# `sweep_objective=` reaches every job through the environment, in a launcher's processes too.
+OBJECTIVE_ENV = "JAXRL_SWEEP_OBJECTIVE"
 
 
 def split_argv(argv: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -436,7 +515,8 @@ def split_argv(argv: Sequence[str]) -> tuple[list[str], list[str]]:
 
 
 def validate_sweep(overrides: list[str]) -> None:
-    """Every job of a basic `-m` sweep, composed and checked before the first one runs."""
+    """Every job of a basic `-m` sweep, composed and checked before the first one runs (an
+    interval, which a sweeper such as Optuna's samples, at both of its ends)."""
     parsed = OverridesParser.create().parse_overrides(overrides)
     choices: list[list[str]] = []
     for override, item in zip(overrides, parsed, strict=True):
@@ -448,11 +528,17 @@ def validate_sweep(overrides: list[str]) -> None:
                 "log.dir names one run directory; with -m each job gets its own under "
                 "hydra.sweep.dir"
             )
+        optuna = key == "hydra/sweeper" and item.value() == "optuna"
+        if optuna and not find_spec("hydra_plugins.hydra_optuna_sweeper"):
+            raise ConfigError(
+                "hydra/sweeper=optuna needs Hydra's Optuna sweeper: pip install 'jaxrl[optuna]'"
+            )
         if key.startswith(("hydra.", "hydra/")):
             continue
-        if item.is_sweep_override() and not item.is_discrete_sweep():
-            continue  # a range or interval is the sweeper's to sample: checked per job
-        values = list(item.sweep_string_iterator()) if item.is_sweep_override() else None
+        if item.is_interval_sweep():  # the sweeper samples it (Optuna's): its ends are checked
+            values = [str(item.value().start), str(item.value().end)]
+        else:
+            values = list(item.sweep_string_iterator()) if item.is_sweep_override() else None
         prefix = override.partition("=")[0]
         choices.append([f"{prefix}={v}" for v in values] if values else [override])
     jobs = itertools.islice(itertools.product(*choices), MAX_VALIDATED_JOBS)
@@ -460,28 +546,58 @@ def validate_sweep(overrides: list[str]) -> None:
         compose(list(job))
 
 
+def take_sweep_objective(overrides: list[str], multirun: bool) -> list[str]:
+    """`sweep_objective=final|best|auc` (jaxrl.sweep.objective) is what each `-m` job returns to
+    its sweeper, not a run setting: it leaves the overrides for the environment of the jobs."""
+    chosen = [value for key, value in _key_values(overrides) if key == "sweep_objective"]
+    if not chosen:
+        return overrides
+    from jaxrl.sweep import OBJECTIVES
+
+    if not multirun:
+        raise ConfigError(
+            "sweep_objective= is what each -m job returns to its sweeper (hydra/sweeper=optuna); "
+            "a single run has none"
+        )
+    if chosen[-1] not in OBJECTIVES:
+        raise ConfigError(
+            f"sweep_objective={chosen[-1]}: valid objectives: {', '.join(OBJECTIVES)}"
+        )
+    os.environ[OBJECTIVE_ENV] = chosen[-1]
+    return [o for o in overrides if _key(o) != "sweep_objective"]
+
+
 def main(argv: list[str] | None = None) -> None:
     """`python -m jaxrl.run [overrides]`: exits with 0 (completed), 1 (failed: NaN, env error,
     write error), 2 (bad input) or 130 (interrupted)."""
     argv = sys.argv[1:] if argv is None else argv
     flags, overrides = split_argv(argv)
+    flag_names = [f.partition("=")[0] for f in flags]
+    info = any(f in HYDRA_INFO_FLAGS for f in flag_names)
+    multirun = any(f in MULTIRUN_FLAGS for f in flags)
+    every_option = any(f in EVERY_OPTION_FLAGS for f in flag_names) or any(
+        _key(o).startswith(EVERY_OPTION_KEYS) for o in overrides
+    )
     try:
-        if any(f.partition("=")[0] in HYDRA_INFO_FLAGS for f in flags):
-            register_configs(env_choices(overrides))
-        elif any(f in MULTIRUN_FLAGS for f in flags):
-            validate_sweep(overrides)
-        elif flags:  # --cfg job and the like: Hydra prints the config these overrides compose
-            compose([o for o in overrides if not _key(o).startswith(("hydra.", "hydra/"))])
-        else:
+        overrides = take_sweep_objective(overrides, multirun=bool(set(flags) & {*MULTIRUN_FLAGS}))
+        if not flags:
+            planned = plan(overrides)  # first: bad input is answered without importing JAX
             enable_compilation_cache()
-            sys.exit(execute(*plan(overrides)))
+            sys.exit(execute(*planned))
+        if not info and multirun:
+            validate_sweep(overrides)
+        elif not info:  # --cfg job and the like: Hydra prints the config the overrides compose
+            compose([o for o in overrides if not _key(o).startswith(("hydra.", "hydra/"))])
+        # Hydra composes from here on (help, each job of a sweep, even past MAX_VALIDATED_JOBS).
+        register_configs(*needed(overrides, everything=every_option, defaults=multirun))
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(EXIT_BAD_INPUT)
     except HydraException as e:
         print(f"error: cannot parse overrides: {_first_line(e)}", file=sys.stderr)
         sys.exit(EXIT_BAD_INPUT)
-    enable_compilation_cache()
+    if not info:  # help and the like compile nothing
+        enable_compilation_cache()
     sys.argv = [sys.argv[0], *flags, *overrides]  # Hydra's parser wants the overrides together
     _hydra_job()
 

@@ -100,7 +100,9 @@ class Trainer:
         # grid: the agent then closes over its config's constants, as a single run always has).
         values = hyper.stacked(self.points, self.cfg.num_seeds)
         self.hyper = {key: jnp.asarray(v) for key, v in values.items()}
-        self.env = envs.make(self.cfg.env, num_envs=self.cfg.env.num_envs or entry.num_envs)
+        self.env = envs.make(
+            self.cfg.env, num_envs=self.cfg.env.num_envs or self.cfg.agent.NUM_ENVS
+        )
         self.eval_env = self.env.with_num_envs(self.cfg.eval.episodes)
         budget = {"total_env_steps": self.cfg.budget.env_steps} if entry.takes_budget else {}
         self._make_agent = lambda agent_cfg: entry.make(agent_cfg, self.env, **budget)

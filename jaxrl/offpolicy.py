@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -34,6 +34,11 @@ from jaxrl.replay import ReplayState
 @dataclass(frozen=True)
 class OffPolicyConfig:
     """Hyperparameters every off-policy agent has; agents subclass it with their own defaults."""
+
+    # The env batch per seed when `env.num_envs` is not given.
+    NUM_ENVS: ClassVar[int] = (
+        1  # one env per seed, as in the papers and the Zoo's Pendulum settings
+    )
 
     name: str = "offpolicy"
     buffer_size: int = 100_000  # transitions kept (per seed)

@@ -44,6 +44,9 @@ STD_EPS = 1e-8
 class OnPolicyConfig:
     """Hyperparameters every on-policy agent has; agents subclass it with their own defaults."""
 
+    # The env batch per seed when `env.num_envs` is not given.
+    NUM_ENVS: ClassVar[int] = 1
+
     # Values a grid may vary in one program (jaxrl/hyper.py): they change no array shape.
     HYPERPARAMETERS: ClassVar[tuple[str, ...]] = (
         "learning_rate",

@@ -1,22 +1,37 @@
 """Sweep summaries: `python -m jaxrl.sweep <run dir>` reads the run's `evals.csv` and writes, per
 grid point (the whole run without a grid), `sweep.csv` (every seed's eval curve on a common
-env-step axis, with the mean and a 95% bootstrap confidence band over seeds), `ranking.csv`
-(points ranked by final return, with its band, the mean best return and the area under the mean
-curve) and `sweep.png` (one band around each point's mean; each seed faint behind a lone one).
+env-step axis, with their mean, their interquartile mean (IQM) and its 95% confidence band),
+`ranking.csv` (points ranked by final IQM, with its band, the final mean, the mean best return
+and the area under the mean curve), `sweep.png` (one band around each point's IQM curve; each
+seed faint behind a lone one) and `profile.png` (performance profiles: the fraction of a point's
+seeds whose final return exceeds each threshold, with its band).
+
+Interval estimates are rliable's, as Agarwal et al. (NeurIPS 2021) recommend for few seeds: the
+IQM (the mean of the seeds left once a quarter, rounded down, is cut at each end: the middle two
+of four, the middle three of five, the plain mean below four) is not dragged by one seed that
+diverged or got lucky, and its band is a percentile bootstrap stratified by task, which for a
+run's one env resamples its seeds.
 
 Seeds are aligned by env steps. Where they differ between seeds (ES and REINFORCE count the
 steps of whole episodes, so each seed evaluates at its own step counts) the curves are
 interpolated linearly onto the union of their evaluation steps, from the latest first evaluation
 to the latest last one; a seed that stopped earlier (it reached its budget first) holds its final
 return, rather than pretending the evaluations were simultaneous.
+
+`objective` is what each job of a `-m` sweep returns to Hydra's sweeper (Optuna's optimises it).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import json
+import math
+import sys
+from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 from typing import NamedTuple
 
 import numpy as np
@@ -25,6 +40,9 @@ from jaxrl.hyper import point_name
 
 BOOTSTRAP_SAMPLES = 2000
 CONFIDENCE = 0.95
+PROFILE_THRESHOLDS = 101
+OBJECTIVES = ("final", "best", "auc")
+EXIT_BAD_INPUT = 2
 
 
 class SweepCurves(NamedTuple):
@@ -32,7 +50,8 @@ class SweepCurves(NamedTuple):
     seeds: list[int]
     returns: np.ndarray  # [seeds, points]
     mean: np.ndarray
-    ci_low: np.ndarray
+    iqm: np.ndarray
+    ci_low: np.ndarray  # the IQM's 95% interval
     ci_high: np.ndarray
 
 
@@ -42,8 +61,9 @@ class PointSummary(NamedTuple):
     grid_point: int | None
     values: dict[str, float]  # its hyperparameter values; {} without a grid
     curves: SweepCurves
-    final: float  # mean final return over seeds
-    final_ci: tuple[float, float]
+    final: float  # IQM of the seeds' final returns
+    final_ci: tuple[float, float]  # its 95% interval
+    final_mean: float  # mean final return over seeds, as in summary.json
     best: float  # mean over seeds of each seed's best evaluation
     auc: float  # the mean curve averaged over env steps (area under it / its span)
 
@@ -81,52 +101,128 @@ def read_evals(path: Path) -> dict[int | None, tuple[dict[str, float], Curves]]:
     return out
 
 
-def bootstrap_ci(
+def iqm(scores: np.ndarray) -> np.ndarray:
+    """rliable's `metrics.aggregate_iqm` (scipy's 25% trimmed mean over runs and tasks) for
+    every point of the last axis at once: scipy's wrapper, called once per point and bootstrap
+    sample, would be most of a report's time."""
+    runs = scores.reshape(-1, scores.shape[-1])  # [runs x tasks, points]
+    cut = int(0.25 * runs.shape[0])
+    return np.sort(runs, axis=0)[cut : runs.shape[0] - cut].mean(axis=0)
+
+
+@contextlib.contextmanager
+def _numpy_seed(seed: int) -> Iterator[None]:
+    """rliable's stratified bootstrap draws from numpy's global generator: seeded for
+    reproducible bands, and the caller's state given back."""
+    state = np.random.get_state()
+    np.random.seed(seed)
+    try:
+        yield
+    finally:
+        np.random.set_state(state)
+
+
+def iqm_interval(
     returns: np.ndarray, samples: int = BOOTSTRAP_SAMPLES, seed: int = 0
-) -> tuple[np.ndarray, np.ndarray]:
-    """Percentile bootstrap over seeds (axis 0) of the mean, per point; deterministic."""
-    rng = np.random.default_rng(seed)
-    n = returns.shape[0]
-    picks = rng.integers(0, n, size=(samples, n))
-    means = returns[picks].mean(axis=1)  # [samples, points]
-    tail = (1.0 - CONFIDENCE) / 2.0 * 100.0
-    return np.percentile(means, tail, axis=0), np.percentile(means, 100.0 - tail, axis=0)
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per column of `returns` [seeds, points]: the IQM over seeds and its 95% interval, from
+    rliable's stratified percentile bootstrap (the stratum: the run's one env); deterministic."""
+    from rliable import library
+
+    scores = {"point": returns[:, None, :]}  # rliable's [runs, tasks, points]
+    with _numpy_seed(seed):
+        point, interval = library.get_interval_estimates(
+            scores, iqm, reps=samples, confidence_interval_size=CONFIDENCE
+        )
+    return point["point"], interval["point"][0], interval["point"][1]
 
 
-def align(curves: Curves) -> SweepCurves:
+def performance_profile(
+    finals: np.ndarray, thresholds: np.ndarray, samples: int = BOOTSTRAP_SAMPLES, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The fraction of seeds whose final return exceeds each threshold (rliable's score
+    distribution) with its 95% interval, from rliable's stratified bootstrap; deterministic."""
+    from rliable import library
+
+    def above(scores: np.ndarray, taus: np.ndarray) -> np.ndarray:
+        return (scores.reshape(-1, 1) > taus).mean(axis=0)
+
+    with _numpy_seed(seed):
+        profile, interval = library.create_performance_profile(
+            {"point": finals[:, None]},
+            thresholds,
+            custom_profile_func=above,
+            reps=samples,
+            confidence_interval_size=CONFIDENCE,
+        )
+    return profile["point"], interval["point"][0], interval["point"][1]
+
+
+def align(curves: Curves) -> tuple[np.ndarray, list[int], np.ndarray]:
+    """(common env steps, seeds, returns [seeds, steps])."""
     seeds = list(curves)
     steps = [curves[s][0] for s in seeds]
-    same_steps = all(len(x) == len(steps[0]) and np.array_equal(x, steps[0]) for x in steps)
-    if same_steps:
-        grid = steps[0]
-        returns = np.stack([curves[s][1] for s in seeds])
-    else:
-        first = max(x[0] for x in steps)
-        union = np.unique(np.concatenate(steps))
-        grid = union[union >= first]
-        # np.interp holds the end values: a seed that finished first keeps its final return.
-        returns = np.stack([np.interp(grid, *curves[s]) for s in seeds])
-    low, high = bootstrap_ci(returns)
-    return SweepCurves(grid, seeds, returns, returns.mean(axis=0), low, high)
+    if all(len(x) == len(steps[0]) and np.array_equal(x, steps[0]) for x in steps):
+        return steps[0], seeds, np.stack([curves[s][1] for s in seeds])
+    first = max(x[0] for x in steps)
+    union = np.unique(np.concatenate(steps))
+    grid = union[union >= first]
+    # np.interp holds the end values: a seed that finished first keeps its final return.
+    return grid, seeds, np.stack([np.interp(grid, *curves[s]) for s in seeds])
+
+
+def area_per_step(env_steps: np.ndarray, curve: np.ndarray) -> float:
+    """The area under `curve` over its span of env steps (its only value for one evaluation)."""
+    span = float(env_steps[-1] - env_steps[0])
+    return float(np.trapezoid(curve, env_steps) / span) if span > 0 else float(curve[-1])
 
 
 def summarize_point(point: int | None, values: dict[str, float], curves: Curves) -> PointSummary:
-    aligned = align(curves)
-    steps, mean = aligned.env_steps, aligned.mean
-    span = float(steps[-1] - steps[0])
-    auc = float(np.trapezoid(mean, steps) / span) if span > 0 else float(mean[-1])
+    steps, seeds, returns = align(curves)
+    mean = returns.mean(axis=0)
+    centre, low, high = iqm_interval(returns)
+    aligned = SweepCurves(steps, seeds, returns, mean, centre, low, high)
     best = float(np.mean([c[1].max() for c in curves.values()]))
-    final_ci = (float(aligned.ci_low[-1]), float(aligned.ci_high[-1]))
-    return PointSummary(point, values, aligned, float(mean[-1]), final_ci, best, auc)
+    return PointSummary(
+        point,
+        values,
+        aligned,
+        float(centre[-1]),
+        (float(low[-1]), float(high[-1])),
+        float(mean[-1]),
+        best,
+        area_per_step(steps, mean),
+    )
 
 
 def ranked(points: list[PointSummary]) -> list[PointSummary]:
-    """Best first: by final return, then area under the curve."""
+    """Best first: by final IQM, then area under the mean curve."""
     return sorted(points, key=lambda p: (-p.final, -p.auc))
 
 
+def objective(run_dir: str | Path, kind: str = "final") -> float:
+    """The best grid point's (without a grid: the run's) mean over seeds of the final eval return
+    (`final`, from summary.json), of each seed's best one (`best`, from summary.json) or the area
+    under the mean eval curve per env step (`auc`, from evals.csv); NaN where there is none, which
+    Optuna records as a failed trial. The best point, because a trial that is a grid is worth
+    what its best point reached."""
+    if kind not in OBJECTIVES:
+        raise ValueError(f"unknown objective '{kind}'; valid: {', '.join(OBJECTIVES)}")
+    run_dir = Path(run_dir)
+    if kind == "auc":
+        per_point = []
+        for _, curves in read_evals(run_dir / "evals.csv").values():
+            steps, _, returns = align(curves)
+            per_point.append(area_per_step(steps, returns.mean(axis=0)))
+    else:
+        summary = json.loads((run_dir / "summary.json").read_text())
+        per_point = [row[f"{kind}_eval_return"] for row in summary.get("grid", [summary])]
+    finite = [v for v in per_point if v is not None and math.isfinite(v)]
+    return max(finite) if finite else math.nan
+
+
 def write_csv(points: list[PointSummary], path: Path) -> None:
-    """Every seed's curve with the mean and band, per grid point (one block of rows each)."""
+    """Every seed's curve with the mean, IQM and band, per grid point (one block of rows each)."""
     keys = list(points[0].values)
     seeds = points[0].curves.seeds
     grid_columns = ["grid_point", *keys] if points[0].grid_point is not None else []
@@ -138,8 +234,9 @@ def write_csv(points: list[PointSummary], path: Path) -> None:
                 "env_steps",
                 *(f"seed_{s}" for s in seeds),
                 "mean",
-                "ci95_low",
-                "ci95_high",
+                "iqm",
+                "iqm_ci95_low",
+                "iqm_ci95_high",
             ]
         )
         for point in points:
@@ -154,13 +251,22 @@ def write_csv(points: list[PointSummary], path: Path) -> None:
                         int(step),
                         *(f"{r:.6g}" for r in c.returns[:, i]),
                         f"{c.mean[i]:.6g}",
+                        f"{c.iqm[i]:.6g}",
                         f"{c.ci_low[i]:.6g}",
                         f"{c.ci_high[i]:.6g}",
                     ]
                 )
 
 
-RANKING_COLUMNS = ("final_mean", "final_ci95_low", "final_ci95_high", "best_mean", "auc", "seeds")
+RANKING_COLUMNS = (
+    "final_iqm",
+    "final_iqm_ci95_low",
+    "final_iqm_ci95_high",
+    "final_mean",
+    "best_mean",
+    "auc",
+    "seeds",
+)
 
 
 def write_ranking(points: list[PointSummary], path: Path) -> None:
@@ -177,6 +283,7 @@ def write_ranking(points: list[PointSummary], path: Path) -> None:
                     f"{p.final:.6g}",
                     f"{p.final_ci[0]:.6g}",
                     f"{p.final_ci[1]:.6g}",
+                    f"{p.final_mean:.6g}",
                     f"{p.best:.6g}",
                     f"{p.auc:.6g}",
                     len(p.curves.seeds),
@@ -184,12 +291,18 @@ def write_ranking(points: list[PointSummary], path: Path) -> None:
             )
 
 
-def plot(points: list[PointSummary], path: Path, title: str) -> None:
+def _pyplot() -> ModuleType:
+    """matplotlib is optional (the sweep extra): imported when a plot is drawn, headless."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    return plt
+
+
+def plot(points: list[PointSummary], path: Path, title: str) -> None:
+    plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for i, point in enumerate(points):
         c = point.curves
@@ -198,10 +311,41 @@ def plot(points: list[PointSummary], path: Path, title: str) -> None:
             for returns in c.returns:
                 ax.plot(c.env_steps, returns, color=color, alpha=0.15, linewidth=0.8)
         ax.fill_between(c.env_steps, c.ci_low, c.ci_high, color=color, alpha=0.25)
-        label = f"mean of {len(c.seeds)} seeds" if len(points) == 1 else point.name
-        ax.plot(c.env_steps, c.mean, color=color, linewidth=2, label=label)
+        label = f"IQM of {len(c.seeds)} seeds" if len(points) == 1 else point.name
+        ax.plot(c.env_steps, c.iqm, color=color, linewidth=2, label=label)
     ax.set_xlabel("env steps")
-    ax.set_ylabel("eval return (95% bootstrap CI over seeds)")
+    ax.set_ylabel("eval return: IQM over seeds, 95% CI")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="best", fontsize="small")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def profile_thresholds(points: list[PointSummary]) -> np.ndarray:
+    """Evenly over the final returns of every seed of every point, a twentieth of their range
+    beyond each end, so that each profile shows where it starts at 1 and ends at 0."""
+    finals = np.concatenate([p.curves.returns[:, -1] for p in points])
+    low, high = float(finals.min()), float(finals.max())
+    margin = (high - low) / 20 or 1.0
+    return np.linspace(low - margin, high + margin, PROFILE_THRESHOLDS)
+
+
+def plot_profiles(points: list[PointSummary], path: Path, title: str) -> None:
+    """Performance profiles of the final returns, one per grid point, with their bands."""
+    plt = _pyplot()
+    taus = profile_thresholds(points)
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for i, point in enumerate(points):
+        color = f"C{i % 10}"
+        profile, low, high = performance_profile(point.curves.returns[:, -1], taus)
+        ax.fill_between(taus, low, high, color=color, alpha=0.2, step="post")
+        label = f"{len(point.curves.seeds)} seeds" if len(points) == 1 else point.name
+        ax.step(taus, profile, where="post", color=color, linewidth=2, label=label)
+    ax.set_xlabel("final eval return τ")
+    ax.set_ylabel("fraction of seeds with final return > τ")
+    ax.set_ylim(-0.02, 1.02)
     ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.legend(loc="best", fontsize="small")
@@ -211,8 +355,8 @@ def plot(points: list[PointSummary], path: Path, title: str) -> None:
 
 
 def summarize(run_dir: str | Path) -> list[PointSummary]:
-    """Write `sweep.csv`, `ranking.csv` and `sweep.png` into `run_dir`; returns each grid
-    point's summary (one without a grid), in grid order."""
+    """Write `sweep.csv`, `ranking.csv`, `sweep.png` and `profile.png` into `run_dir`; returns
+    each grid point's summary (one without a grid), in grid order."""
     run_dir = Path(run_dir)
     evals = run_dir / "evals.csv"
     if not evals.exists():
@@ -223,7 +367,9 @@ def summarize(run_dir: str | Path) -> list[PointSummary]:
     ]
     write_csv(points, run_dir / "sweep.csv")
     write_ranking(points, run_dir / "ranking.csv")
-    plot(points, run_dir / "sweep.png", _title(run_dir, points))
+    title = _title(run_dir, points)
+    plot(points, run_dir / "sweep.png", title)
+    plot_profiles(points, run_dir / "profile.png", title)
     return points
 
 
@@ -238,20 +384,27 @@ def _title(run_dir: Path, points: list[PointSummary]) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
+    """Exit status 2 for a directory without evaluations or a missing report package."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run_dir", help="a run directory holding evals.csv")
     args = parser.parse_args(argv)
     try:
         points = summarize(args.run_dir)
     except (FileNotFoundError, ValueError) as e:
-        raise SystemExit(f"error: {e}") from None
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(EXIT_BAD_INPUT)
+    except ImportError as e:  # rliable or matplotlib
+        print(f"error: sweep reports need {e.name}: pip install 'jaxrl[sweep]'", file=sys.stderr)
+        sys.exit(EXIT_BAD_INPUT)
     for rank, p in enumerate(ranked(points), start=1):
         print(
-            f"{rank}. {p.name}: final {p.final:.1f} [{p.final_ci[0]:.1f}, {p.final_ci[1]:.1f}], "
-            f"best {p.best:.1f}, area under curve {p.auc:.1f} ({len(p.curves.seeds)} seeds)"
+            f"{rank}. {p.name}: final IQM {p.final:.1f} [{p.final_ci[0]:.1f}, "
+            f"{p.final_ci[1]:.1f}], mean {p.final_mean:.1f}, best {p.best:.1f}, "
+            f"area under curve {p.auc:.1f} ({len(p.curves.seeds)} seeds)"
         )
     out = Path(args.run_dir)
-    print(f"-> {out / 'sweep.csv'}, {out / 'ranking.csv'}, {out / 'sweep.png'}")
+    files = ("sweep.csv", "ranking.csv", "sweep.png", "profile.png")
+    print(f"-> {', '.join(str(out / name) for name in files)}")
 
 
 if __name__ == "__main__":

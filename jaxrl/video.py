@@ -1,17 +1,15 @@
 """Evaluation videos (`video=true`): one deterministic episode of each seed's final policy, written
 as `<run dir>/videos/seed_<n>.mp4` (imageio's ffmpeg, H.264).
 
-How an env gets drawn depends on its family:
+How to draw an env is the env's own business (its family in envs/ knows), so the env object
+offers one of two methods:
 
-* JAX-native (gymnax) envs have no renderer, but each has a Gymnasium twin whose dynamics it
-  matches step for step (tests/envs/test_gymnax_envs.py). The episode runs in JAX, and every
-  state is drawn by writing it into the twin's `unwrapped.state` and calling its `render()`.
-* Host envs run in a single Gymnasium env made with `render_mode="rgb_array"`: the same env the
-  host pool steps, so the policy sees the observations it was trained on. An env object may
-  provide `make_render_env() -> gymnasium.Env` itself (a family whose pool adds preprocessing);
-  otherwise `gym/<id>`, `bullet/<id>` and `pixel/<id>` are made by their Gymnasium id.
-* Anything else (Brax, whose renderer is not available on CPU here) gets a one-line warning
-  and no video.
+* `make_render_env() -> gymnasium.Env`, made with `render_mode="rgb_array"`: the episode runs in
+  it on the host and every step is rendered.
+* `make_state_renderer() -> StateRenderer`, on a `VectorEnv`: the episode runs in JAX through
+  `env.core` (so the last state is not auto-reset away) and every core state is drawn.
+
+An env with neither gets a one-line warning and no video.
 
 A video has episode length + 1 frames: the first observation's, then one after every step, the
 last one showing the state the episode ended in (the state before any auto-reset).
@@ -25,7 +23,7 @@ import os
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import jax
 import jax.numpy as jnp
@@ -40,23 +38,16 @@ logger = logging.getLogger(__name__)
 VIDEO_DIR = "videos"
 DEFAULT_FPS = 30
 
-# Gymnasium twins of the gymnax envs: the gymnax state fields that make up `unwrapped.state`, in
-# Gymnasium's order, and extra attributes the twin's `render` reads.
-TWIN_STATE: dict[str, tuple[str, ...]] = {
-    "CartPole-v1": ("x", "x_dot", "theta", "theta_dot"),
-    "Pendulum-v1": ("theta", "theta_dot"),
-    "Acrobot-v1": ("joint_angle1", "joint_angle2", "velocity_1", "velocity_2"),
-    "MountainCar-v0": ("position", "velocity"),
-    "MountainCarContinuous-v0": ("position", "velocity"),
-}
-TWIN_ATTRIBUTES: dict[str, tuple[str, ...]] = {"Pendulum-v1": ("last_u",)}  # torque arrow
-# Host name prefixes that are Gymnasium ids, and the module whose import registers them
-# (Gymnasium's "module:id" form imports it on `make`).
-HOST_PREFIXES: dict[str, str | None] = {
-    "gym/": None,
-    "bullet/": "envs.bullet",
-    "pixel/": "envs.pixel",
-}
+
+class StateRenderer(Protocol):
+    """Draws single (unbatched) core states of a JAX-native env, `fps` frames a second."""
+
+    fps: int
+
+    def draw(self, state: Any) -> np.ndarray: ...  # uint8 [height, width, 3]
+
+    def close(self) -> None: ...
+
 
 # (agent state, obs batch of one, key) -> action batch of one
 Act = Callable[[Any, jax.Array, jax.Array], jax.Array]
@@ -70,7 +61,7 @@ class Videos(NamedTuple):
 
 
 def use_headless_gl() -> str | None:
-    """MuJoCo envs (`gym/Hopper-v5`...) render through OpenGL, by default through a window
+    """Gymnasium's MuJoCo envs (Hopper-v5...) render through OpenGL, by default through a window
     system; with no display, point them at EGL or OSMesa (Gymnasium reads `MUJOCO_GL` when it
     creates the renderer). Returns the reason no backend could be chosen, if none could."""
     if os.environ.get("MUJOCO_GL") or os.environ.get("DISPLAY"):
@@ -137,50 +128,22 @@ def _frame_source(env: Any) -> FrameSource | str:
     make_render_env = getattr(env, "make_render_env", None)
     if make_render_env is not None:
         return lambda policy, seed: gymnasium_frames(make_render_env(), spec, policy, seed)
-    if spec.family == "jax" and isinstance(env, VectorEnv) and spec.name in TWIN_STATE:
-        return lambda policy, seed: jax_twin_frames(env, policy, seed)
-    if spec.family == "host":
-        env_id = gymnasium_id(spec.name)
-        if env_id is not None:
-            return lambda policy, seed: gymnasium_frames(
-                _make_gymnasium(env_id, spec.max_episode_steps), spec, policy, seed
-            )
+    make_state_renderer = getattr(env, "make_state_renderer", None)
+    if make_state_renderer is not None:
+        return lambda policy, seed: state_frames(env, make_state_renderer(), policy, seed)
     return f"video=true, but {spec.name} ({spec.family} env) cannot render here: no video"
-
-
-def gymnasium_id(name: str) -> str | None:
-    """The Gymnasium id (with the module that registers it) of a host env name, if it has one."""
-    for prefix, module in HOST_PREFIXES.items():
-        if name.startswith(prefix):
-            gym_id = name.removeprefix("gym/")
-            return f"{module}:{gym_id}" if module else gym_id
-    return None
-
-
-def _make_gymnasium(env_id: str, max_episode_steps: int) -> Any:
-    import gymnasium
-
-    return gymnasium.make(env_id, render_mode="rgb_array", max_episode_steps=max_episode_steps)
 
 
 def _totals() -> dict[str, Any]:
     return {"length": 0, "return": 0.0}
 
 
-def jax_twin_frames(
-    env: VectorEnv, policy: Callable, seed: int
+def state_frames(
+    env: VectorEnv, renderer: StateRenderer, policy: Callable, seed: int
 ) -> tuple[Iterator[np.ndarray], int, dict[str, Any]]:
     """Run one episode of the JAX env (its core, so the last state is not auto-reset away) and
-    draw each state with the Gymnasium twin."""
-    import gymnasium
-
-    # pygame draws offscreen: no display or sound card wanted (nor SDL's complaints about them).
-    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
-    os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
+    draw each state with `renderer`."""
     spec = env.spec
-    twin = gymnasium.make(spec.name, render_mode="rgb_array")
-    twin.reset(seed=seed)
-    fields, attributes = TWIN_STATE[spec.name], TWIN_ATTRIBUTES.get(spec.name, ())
     box_action = isinstance(spec.action_space, Box)
 
     @jax.jit
@@ -192,30 +155,24 @@ def jax_twin_frames(
         core_state, obs, reward, terminated = env.core.step(step_key, core_state, action)
         return core_state, obs, reward, terminated
 
-    def draw(core_state: Any) -> np.ndarray:
-        twin.unwrapped.state = np.array([float(getattr(core_state, f)) for f in fields])
-        for name in attributes:
-            setattr(twin.unwrapped, name, float(getattr(core_state, name)))
-        return twin.render()
-
     totals = _totals()
 
     def frames() -> Iterator[np.ndarray]:
         key = make_key(seed)
         core_state, obs = jax.jit(env.core.reset)(jax.random.fold_in(key, 0))
-        yield draw(core_state)
+        yield renderer.draw(core_state)
         for t in range(spec.max_episode_steps):
             core_state, obs, reward, terminated = step(
                 core_state, obs, jax.random.fold_in(key, t + 1)
             )
             totals["length"] += 1
             totals["return"] += float(reward)
-            yield draw(core_state)
+            yield renderer.draw(core_state)
             if bool(terminated):
                 break
-        twin.close()
+        renderer.close()
 
-    return frames(), int(twin.metadata.get("render_fps") or DEFAULT_FPS), totals
+    return frames(), renderer.fps, totals
 
 
 def gymnasium_frames(

@@ -51,7 +51,7 @@ def test_yaml_composes_onto_the_schema():
     a = cfg.agent
     assert (a.learning_rate, a.batch_size, a.train_freq, a.gradient_steps) == (2e-3, 64, 64, 128)
     assert a.hidden_sizes == (128, 128) and a.double_q and a.loss == "mse" and a.anneal_lr
-    assert cfg.env.num_envs is None  # the registry's 4 envs
+    assert cfg.env.num_envs is None  # DQNConfig.NUM_ENVS: 4 envs
     assert a.tau == 0.005 and a.target_update_period == 1
 
 

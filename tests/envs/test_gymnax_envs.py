@@ -21,10 +21,10 @@ import numpy as np
 import pytest
 
 import envs
+from envs.gymnax_envs import TWIN_STATE
 from jaxrl.config import EnvConfig
 from jaxrl.datatypes import Box, Discrete, TimeStep
 from jaxrl.env import VectorEnv, VectorState
-from jaxrl.video import TWIN_STATE
 
 ATOL = 1e-5  # float32 (ours) vs float64 (Gymnasium) after one step from identical states
 RTOL = 1e-5

@@ -21,8 +21,8 @@ pytest.importorskip("pygame")
 
 import envs  # noqa: E402
 from jaxrl.config import EnvConfig  # noqa: E402
-from jaxrl.datatypes import Box, Discrete, EnvSpec  # noqa: E402
-from jaxrl.video import gymnasium_id, record_videos  # noqa: E402
+from jaxrl.datatypes import Box, EnvSpec  # noqa: E402
+from jaxrl.video import record_videos  # noqa: E402
 
 # Reading an mp4 starts ffmpeg: a fork straight into exec, which JAX's fork warning does not know.
 pytestmark = pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")
@@ -90,7 +90,7 @@ def _spec(name: str, family: str, obs_dim: int, action_space, cap: int) -> EnvSp
 
 def test_host_bullet_video_runs_the_policy_in_a_rendering_gymnasium_env(tmp_path) -> None:
     pytest.importorskip("pybullet")
-    env = SimpleNamespace(spec=_spec("bullet/CartPole-v0", "host", 4, Discrete(2), 30))
+    env = envs.make(EnvConfig("bullet/CartPole-v0", max_episode_steps=30))
     videos = record_videos(env, _balance, NO_STATE, [("seed_1", 1)], tmp_path)
     assert videos.lengths == [30] and videos.returns == [30.0]  # held up until the cap
     frames = _frames(videos.paths[0])
@@ -110,11 +110,17 @@ def test_env_that_cannot_render_warns_in_one_line_and_records_nothing(tmp_path, 
     assert [r.getMessage() for r in caplog.records] == [videos.warning]
 
 
-def test_host_names_map_to_gymnasium_ids() -> None:
-    assert gymnasium_id("gym/BipedalWalker-v3") == "BipedalWalker-v3"
-    assert gymnasium_id("bullet/RaceCar-v0") == "envs.bullet:bullet/RaceCar-v0"
-    assert gymnasium_id("pixel/CartPole-v1") == "envs.pixel:pixel/CartPole-v1"
-    assert gymnasium_id("ALE/Pong-v5") is None
+@pytest.mark.parametrize("env_id", ["gym/Pendulum-v1", "pixel/CartPole-v1"])
+def test_a_gymnasium_host_env_makes_its_render_env(env_id: str) -> None:
+    """The env the pool steps, made to render, with the cap of the run (`with_num_envs` too)."""
+    env = envs.make(EnvConfig(env_id, max_episode_steps=7)).with_num_envs(3)
+    render_env = env.make_render_env()
+    try:
+        assert render_env.render_mode == "rgb_array" and render_env.spec.max_episode_steps == 7
+        render_env.reset(seed=0)
+        assert render_env.observation_space.shape == env.spec.observation_space.shape
+    finally:
+        render_env.close()
 
 
 def test_video_true_records_each_seed_and_says_where(tmp_path) -> None:

@@ -1,0 +1,107 @@
+"""Start-up imports only what the command at hand uses: an agent module pulls in JAX and its own
+machinery, an env family its simulator (gymnax alone imports seaborn and scipy), and every Hydra
+node slows `--help`. Each check runs in a fresh interpreter, as a user's command does."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from cli_helpers import REPO
+from hydra.core.config_store import ConfigStore
+
+import agents
+from jaxrl import cli
+
+ENV_FAMILIES = ("envs.gymnax_envs", "envs.brax_envs", "envs.gym_pool", "envs.atari")
+SIMULATORS = ("gymnax", "brax", "gymnasium", "ale_py", "pybullet")
+
+
+def modules_after(code: str) -> list[str]:
+    """Every module a fresh interpreter has imported once `code` ran (or exited)."""
+    script = "\n".join(
+        [
+            "import atexit, json, sys",
+            "atexit.register(lambda: print(json.dumps(sorted(sys.modules)), file=sys.stderr))",
+            code,
+        ]
+    )
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+    }
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=env
+    )
+    return json.loads(result.stderr.strip().splitlines()[-1])
+
+
+def cli_modules(*args: str) -> list[str]:
+    """The modules `python -m jaxrl.run <args>` imports (run_module: the same entry point)."""
+    return modules_after(
+        f"import runpy; sys.argv = ['jaxrl.run', *{list(args)!r}]; "
+        "runpy.run_module('jaxrl.run', run_name='__main__', alter_sys=True)"
+    )
+
+
+def of_agents(modules: list[str]) -> list[str]:
+    return [m for m in modules if m.startswith("agents.")]
+
+
+def test_looking_up_an_agent_imports_only_its_module() -> None:
+    modules = modules_after("import jaxrl, agents; assert 'jax' not in sys.modules")
+    assert of_agents(modules) == [] and "jax" not in modules
+    modules = modules_after("import jaxrl, agents; agents.REGISTRY['ppo'].make")
+    assert of_agents(modules) == ["agents.ppo"]
+    assert not [m for m in modules if m.startswith(ENV_FAMILIES)]
+
+
+def test_help_imports_only_the_default_agent_and_no_env_family() -> None:
+    """`--help` prints the default config, whose agent section is the default agent's schema."""
+    modules = cli_modules("--help")
+    assert of_agents(modules) == [f"agents.{cli.default_choice('agent')}"]
+    assert not [m for m in modules if m.startswith(ENV_FAMILIES) or m in SIMULATORS]
+
+
+def test_bad_input_is_answered_without_jax() -> None:
+    for bad in ("agent=nope", "env=Nope-v0"):
+        modules = cli_modules(bad)
+        assert "jax" not in modules and not of_agents(modules), bad
+
+
+def test_a_composition_imports_only_the_agent_it_names() -> None:
+    assert of_agents(cli_modules("--cfg", "job", "agent=ppo")) == ["agents.ppo"]
+
+
+def test_a_sweep_registers_every_agent_it_names_and_the_default() -> None:
+    """Hydra composes the jobs of a sweep after validation, which stops at MAX_VALIDATED_JOBS:
+    every agent the sweep names has its schema all the same, and so has the default agent, with
+    which Hydra composes the multirun's own config."""
+    modules = modules_after(
+        "from hydra.core.config_store import ConfigStore\n"
+        "from jaxrl import cli\n"
+        "cli.MAX_VALIDATED_JOBS = 1\n"
+        "cli._hydra_job = lambda: None\n"
+        "cli.main(['-m', 'agent=ppo,a2c'])\n"
+        "assert 'gae_lambda' in ConfigStore.instance().load('schema/agent/a2c.yaml').node"
+    )
+    assert of_agents(modules) == ["agents.a2c", "agents.es", "agents.ppo"]
+
+
+def test_needed_reads_the_choices_off_the_overrides() -> None:
+    assert cli.needed(["seed=3"]) == (["CartPole-v1"], ["es"])  # config.yaml's defaults
+    assert cli.needed(["agent=ppo,a2c", "env=Pendulum-v1"]) == (["Pendulum-v1"], ["ppo", "a2c"])
+    assert cli.needed(["agent=ppo,a2c"], defaults=True) == (["CartPole-v1"], ["ppo", "a2c", "es"])
+    env_ids, agent_names = cli.needed(["agent=glob(*)"])  # only Hydra can list it: all of them
+    assert agent_names == list(agents.REGISTRY) and "brax/ant" in env_ids
+
+
+def test_a_stand_in_never_replaces_a_schema() -> None:
+    cli.register_configs(["Pendulum-v1"], ["ppo"])
+    cli.register_configs(["CartPole-v1"], ["es"])
+    store = ConfigStore.instance()
+    assert "clip_eps" in store.load("schema/agent/ppo.yaml").node
+    assert store.load("env/Pendulum-v1.yaml").node.id == "Pendulum-v1"
+    assert cli.compose(["agent=ppo", "env=Pendulum-v1"]).agent == agents.REGISTRY["ppo"].config()
