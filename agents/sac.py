@@ -18,6 +18,7 @@ the actor's log-probabilities, target update. Networks, Box check and one-step t
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar, NamedTuple
@@ -172,94 +173,116 @@ def sac_target(
     return soft_target(batch.reward, batch.terminated, next_q, next_log_prob, alpha, cfg.gamma)
 
 
+class SACOptimizers(NamedTuple):
+    actor: optax.GradientTransformation
+    critic: optax.GradientTransformation
+    alpha: optax.GradientTransformation
+
+
+def sac_optimizers(cfg: SACConfig) -> SACOptimizers:
+    return SACOptimizers(
+        optax.adam(cfg.actor_lr), optax.adam(cfg.critic_lr), optax.adam(cfg.alpha_lr)
+    )
+
+
+def init(
+    cfg: SACConfig, nets: SACNetworks, txs: SACOptimizers, obs: Array, action: Array, key: Key
+) -> SACState:
+    """Fresh parameters from example (unbatched) `obs` and `action`; log α = log init_alpha."""
+    actor_key, critic_key = jax.random.split(key)
+    actor_params = nets.actor.init(actor_key, obs)
+    critic_params = nets.critics.init(critic_key, obs, action)
+    log_alpha = jnp.log(jnp.asarray(cfg.init_alpha, jnp.float32))
+    return SACState(
+        actor_params,
+        critic_params,
+        critic_params,
+        log_alpha,
+        txs.actor.init(actor_params),
+        txs.critic.init(critic_params),
+        txs.alpha.init(log_alpha),
+    )
+
+
+def act(nets: SACNetworks, state: SACState, obs: Array, key: Key, deterministic: bool) -> Array:
+    """Env actions: the squashed mean (evaluation) or a sample of π(·|s)."""
+    if deterministic:
+        dist = nets.policy(state.actor_params, obs)
+        return nets.scale.to_env(dist.env_action(dist.mode()))
+    return nets.scale.to_env(nets.sample(state.actor_params, obs, key)[0])
+
+
+def update(
+    cfg: SACConfig,
+    nets: SACNetworks,
+    txs: SACOptimizers,
+    target_entropy: float,
+    state: SACState,
+    batch: Transition,
+    key: Key,
+) -> tuple[SACState, Metrics]:
+    """One SAC update on a minibatch with env-scaled actions: critic step (α of the step's
+    start), actor step against the updated critics, α step, target update."""
+    critics = nets.critics
+    next_key, pi_key = jax.random.split(key)
+    batch = batch._replace(action=nets.scale.from_env(batch.action))
+    alpha = jnp.exp(state.log_alpha)
+    target = jax.lax.stop_gradient(sac_target(cfg, nets, state, batch, next_key))
+
+    def loss_of_critics(params: PyTree) -> tuple[Array, Array]:
+        q = critics(params, batch.obs, batch.action)
+        return critic_loss(q, target), q
+
+    (q_loss, q), grads = jax.value_and_grad(loss_of_critics, has_aux=True)(state.critic_params)
+    updates, critic_opt_state = txs.critic.update(grads, state.critic_opt_state)
+    critic_params = optax.apply_updates(state.critic_params, updates)
+
+    def loss_of_actor(params: PyTree) -> tuple[Array, Array]:
+        new_action, log_prob = nets.sample(params, batch.obs, pi_key)
+        q_new = critics(critic_params, batch.obs, new_action)
+        return actor_loss(alpha, log_prob, q_new), log_prob
+
+    (pi_loss, log_prob), grads = jax.value_and_grad(loss_of_actor, has_aux=True)(state.actor_params)
+    updates, actor_opt_state = txs.actor.update(grads, state.actor_opt_state)
+    actor_params = optax.apply_updates(state.actor_params, updates)
+
+    a_loss, grad = jax.value_and_grad(alpha_loss)(state.log_alpha, log_prob, target_entropy)
+    log_alpha, alpha_opt_state = state.log_alpha, state.alpha_opt_state
+    if cfg.learn_alpha:
+        updates, alpha_opt_state = txs.alpha.update(grad, alpha_opt_state)
+        log_alpha = optax.apply_updates(log_alpha, updates)
+
+    new_state = SACState(
+        actor_params,
+        critic_params,
+        soft_update(state.target_critic_params, critic_params, cfg.tau),
+        log_alpha,
+        actor_opt_state,
+        critic_opt_state,
+        alpha_opt_state,
+    )
+    return new_state, {
+        "critic_loss": q_loss,
+        "actor_loss": pi_loss,
+        "alpha_loss": a_loss,
+        "alpha": alpha,
+        "entropy": -log_prob.mean(),
+        "q_mean": q.mean(),
+    }
+
+
 def make_sac_learner(cfg: SACConfig, spec: EnvSpec) -> Learner:
-    """SAC's learner for `spec` (a bounded flat Box, else ConfigError)."""
-    nets = sac_networks(cfg, spec)
-    actor, critics, scale = nets
+    """SAC's learner for `spec` (a bounded flat Box, else ConfigError): the functions above bound
+    to its networks and optimisers."""
+    nets, txs = sac_networks(cfg, spec), sac_optimizers(cfg)
     size = spec.action_space.shape[0]
     target_entropy = -float(size) if cfg.target_entropy is None else cfg.target_entropy
-    actor_tx, critic_tx = optax.adam(cfg.actor_lr), optax.adam(cfg.critic_lr)
-    alpha_tx = optax.adam(cfg.alpha_lr)
     obs0 = jnp.zeros(spec.observation_space.shape, jnp.float32)
-
-    def init(key: Key) -> SACState:
-        actor_key, critic_key = jax.random.split(key)
-        actor_params = actor.init(actor_key, obs0)
-        critic_params = critics.init(critic_key, obs0, jnp.zeros(size, jnp.float32))
-        log_alpha = jnp.log(jnp.asarray(cfg.init_alpha, jnp.float32))
-        return SACState(
-            actor_params,
-            critic_params,
-            critic_params,
-            log_alpha,
-            actor_tx.init(actor_params),
-            critic_tx.init(critic_params),
-            alpha_tx.init(log_alpha),
-        )
-
-    def explore(state: SACState, obs: Array, key: Key, env_steps: Array) -> Array:
-        return scale.to_env(nets.sample(state.actor_params, obs, key)[0])
-
-    def act(state: SACState, obs: Array, key: Key, deterministic: bool) -> Array:
-        if deterministic:
-            dist = nets.policy(state.actor_params, obs)
-            return scale.to_env(dist.env_action(dist.mode()))
-        return scale.to_env(nets.sample(state.actor_params, obs, key)[0])
-
-    def update(state: SACState, batch: Transition, key: Key) -> tuple[SACState, Metrics]:
-        next_key, pi_key = jax.random.split(key)
-        batch = batch._replace(action=scale.from_env(batch.action))
-        alpha = jnp.exp(state.log_alpha)
-        target = jax.lax.stop_gradient(sac_target(cfg, nets, state, batch, next_key))
-
-        def loss_of_critics(params: PyTree) -> tuple[Array, Array]:
-            q = critics(params, batch.obs, batch.action)
-            return critic_loss(q, target), q
-
-        (q_loss, q), grads = jax.value_and_grad(loss_of_critics, has_aux=True)(state.critic_params)
-        updates, critic_opt_state = critic_tx.update(grads, state.critic_opt_state)
-        critic_params = optax.apply_updates(state.critic_params, updates)
-
-        def loss_of_actor(params: PyTree) -> tuple[Array, Array]:
-            new_action, log_prob = nets.sample(params, batch.obs, pi_key)
-            q_new = critics(critic_params, batch.obs, new_action)
-            return actor_loss(alpha, log_prob, q_new), log_prob
-
-        (pi_loss, log_prob), grads = jax.value_and_grad(loss_of_actor, has_aux=True)(
-            state.actor_params
-        )
-        updates, actor_opt_state = actor_tx.update(grads, state.actor_opt_state)
-        actor_params = optax.apply_updates(state.actor_params, updates)
-
-        a_loss, grad = jax.value_and_grad(alpha_loss)(state.log_alpha, log_prob, target_entropy)
-        log_alpha, alpha_opt_state = state.log_alpha, state.alpha_opt_state
-        if cfg.learn_alpha:
-            updates, alpha_opt_state = alpha_tx.update(grad, alpha_opt_state)
-            log_alpha = optax.apply_updates(log_alpha, updates)
-
-        new_state = SACState(
-            actor_params,
-            critic_params,
-            soft_update(state.target_critic_params, critic_params, cfg.tau),
-            log_alpha,
-            actor_opt_state,
-            critic_opt_state,
-            alpha_opt_state,
-        )
-        return new_state, {
-            "critic_loss": q_loss,
-            "actor_loss": pi_loss,
-            "alpha_loss": a_loss,
-            "alpha": alpha,
-            "entropy": -log_prob.mean(),
-            "q_mean": q.mean(),
-        }
-
     return Learner(
-        init=init,
-        explore=explore,
-        act=act,
-        update=update,
+        init=functools.partial(init, cfg, nets, txs, obs0, jnp.zeros(size, jnp.float32)),
+        explore=lambda state, obs, key, env_steps: act(nets, state, obs, key, False),
+        act=functools.partial(act, nets),
+        update=functools.partial(update, cfg, nets, txs, target_entropy),
         params=lambda state: state.actor_params,
     )
 
