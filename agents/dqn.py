@@ -42,6 +42,7 @@ target every 10k updates (`agent.target_update_period=10000`), ε 1 → 0.1 over
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar, NamedTuple
@@ -190,6 +191,78 @@ def num_updates(cfg: DQNConfig, num_envs: int, total_env_steps: float) -> int:
     return max(rounds - first + 1, 0) * cfg.gradient_steps
 
 
+class DQNSetup(NamedTuple):
+    """What the learner's functions share, fixed when the program is traced."""
+
+    cfg: DQNConfig
+    net: QNetwork
+    tx: optax.GradientTransformation
+    num_actions: int
+
+
+def init(setup: DQNSetup, obs: Array, key: Key) -> DQNState:
+    """Fresh parameters from an example (unbatched) observation; the target starts equal."""
+    params = setup.net.init(key, obs)
+    return DQNState(params, params, setup.tx.init(params), jnp.zeros((), jnp.int32))
+
+
+def greedy(setup: DQNSetup, params: PyTree, obs: Array) -> Array:
+    return jnp.argmax(setup.net.apply(params, obs), axis=-1).astype(jnp.int32)
+
+
+def eps_greedy(setup: DQNSetup, params: PyTree, obs: Array, key: Key, eps: Array) -> Array:
+    """The greedy action, replaced by a uniform one with probability ε."""
+    greedy_action = greedy(setup, params, obs)
+    explore_key, action_key = jax.random.split(key)
+    shape = greedy_action.shape
+    uniform = jax.random.randint(action_key, shape, 0, setup.num_actions, jnp.int32)
+    return jnp.where(jax.random.uniform(explore_key, shape) < eps, uniform, greedy_action)
+
+
+def act(setup: DQNSetup, state: DQNState, obs: Array, key: Key, deterministic: bool) -> Array:
+    """Greedy for evaluation; otherwise the final exploration policy (ε = eps_end)."""
+    if deterministic:
+        return greedy(setup, state.params, obs)
+    return eps_greedy(setup, state.params, obs, key, jnp.asarray(setup.cfg.eps_end))
+
+
+def loss_fn(
+    setup: DQNSetup, params: PyTree, state: DQNState, batch: Transition
+) -> tuple[Array, Metrics]:
+    """The mean TD loss of a minibatch against the (Double) DQN target of `state`'s target net."""
+    cfg, net = setup.cfg, setup.net
+    q = net.apply(params, batch.obs)
+    q_taken = jnp.take_along_axis(q, batch.action[:, None].astype(jnp.int32), axis=-1)[:, 0]
+    q_next_target = net.apply(state.target_params, batch.next_obs)
+    q_next_online = net.apply(params, batch.next_obs) if cfg.double_q else q_next_target
+    target = td_target(
+        q_next_online, q_next_target, batch.reward, batch.terminated, cfg.gamma, cfg.double_q
+    )
+    error = q_taken - jax.lax.stop_gradient(target)
+    return td_loss(error, cfg.loss).mean(), {"q_mean": q_taken.mean()}
+
+
+def update(
+    setup: DQNSetup, state: DQNState, batch: Transition, key: Key
+) -> tuple[DQNState, Metrics]:
+    """One gradient step; the target moves every `target_update_period` updates."""
+    del key  # DQN's update is deterministic given the minibatch
+    cfg = setup.cfg
+    (loss, metrics), grads = jax.value_and_grad(
+        lambda p: loss_fn(setup, p, state, batch), has_aux=True
+    )(state.params)
+    updates, opt_state = setup.tx.update(grads, state.opt_state, state.params)
+    params = optax.apply_updates(state.params, updates)
+    count = state.updates + 1
+    refresh = count % cfg.target_update_period == 0
+    refreshed = soft_update(state.target_params, params, cfg.tau)
+    target_params = jax.tree.map(
+        lambda new, old: jnp.where(refresh, new, old), refreshed, state.target_params
+    )
+    metrics = {**metrics, "loss": loss, "grad_norm": optax.tree.norm(grads)}
+    return DQNState(params, target_params, opt_state, count), metrics
+
+
 def make_learner(cfg: DQNConfig, spec: EnvSpec, total_env_steps: float) -> Learner:
     """The DQN learner for `spec`; non-Discrete action spaces are refused here, before anything
     is traced. `total_env_steps` (the run's budget) sets the learning-rate annealing horizon."""
@@ -212,57 +285,17 @@ def make_learner(cfg: DQNConfig, spec: EnvSpec, total_env_steps: float) -> Learn
         optax.adam(learning_rate, eps=cfg.adam_eps),
     )
 
-    def init(key: Key) -> DQNState:
-        params = net.init(key, jnp.zeros(obs_space.shape, obs_space.dtype))
-        return DQNState(params, params, tx.init(params), jnp.zeros((), jnp.int32))
-
-    def greedy(params: PyTree, obs: Array) -> Array:
-        return jnp.argmax(net.apply(params, obs), axis=-1).astype(jnp.int32)
-
-    def eps_greedy(params: PyTree, obs: Array, key: Key, eps: Array) -> Array:
-        greedy_action = greedy(params, obs)
-        explore_key, action_key = jax.random.split(key)
-        shape = greedy_action.shape
-        uniform = jax.random.randint(action_key, shape, 0, space.n, jnp.int32)
-        return jnp.where(jax.random.uniform(explore_key, shape) < eps, uniform, greedy_action)
-
-    def explore(state: DQNState, obs: Array, key: Key, env_steps: Array) -> Array:
-        return eps_greedy(state.params, obs, key, epsilon(cfg, env_steps))
-
-    def act(state: DQNState, obs: Array, key: Key, deterministic: bool) -> Array:
-        """Greedy for evaluation; otherwise the final exploration policy (ε = eps_end)."""
-        if deterministic:
-            return greedy(state.params, obs)
-        return eps_greedy(state.params, obs, key, jnp.asarray(cfg.eps_end))
-
-    def loss_fn(params: PyTree, state: DQNState, batch: Transition) -> tuple[Array, Metrics]:
-        q = net.apply(params, batch.obs)
-        q_taken = jnp.take_along_axis(q, batch.action[:, None].astype(jnp.int32), axis=-1)[:, 0]
-        q_next_target = net.apply(state.target_params, batch.next_obs)
-        q_next_online = net.apply(params, batch.next_obs) if cfg.double_q else q_next_target
-        target = td_target(
-            q_next_online, q_next_target, batch.reward, batch.terminated, cfg.gamma, cfg.double_q
-        )
-        error = q_taken - jax.lax.stop_gradient(target)
-        return td_loss(error, cfg.loss).mean(), {"q_mean": q_taken.mean()}
-
-    def update(state: DQNState, batch: Transition, key: Key) -> tuple[DQNState, Metrics]:
-        del key  # DQN's update is deterministic given the minibatch
-        (loss, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(
-            state.params, state, batch
-        )
-        updates, opt_state = tx.update(grads, state.opt_state, state.params)
-        params = optax.apply_updates(state.params, updates)
-        count = state.updates + 1
-        refresh = count % cfg.target_update_period == 0
-        refreshed = soft_update(state.target_params, params, cfg.tau)
-        target_params = jax.tree.map(
-            lambda new, old: jnp.where(refresh, new, old), refreshed, state.target_params
-        )
-        metrics = {**metrics, "loss": loss, "grad_norm": optax.tree.norm(grads)}
-        return DQNState(params, target_params, opt_state, count), metrics
-
-    return Learner(init, explore, act, update, params=lambda state: state.params)
+    setup = DQNSetup(cfg, net, tx, space.n)
+    obs0 = jnp.zeros(obs_space.shape, obs_space.dtype)
+    return Learner(
+        init=functools.partial(init, setup, obs0),
+        explore=lambda state, obs, key, env_steps: eps_greedy(
+            setup, state.params, obs, key, epsilon(cfg, env_steps)
+        ),
+        act=functools.partial(act, setup),
+        update=functools.partial(update, setup),
+        params=lambda state: state.params,
+    )
 
 
 def make_dqn(cfg: DQNConfig, env: Env, total_env_steps: float) -> Agent:
