@@ -457,6 +457,9 @@ def _hydra_job(cfg: DictConfig) -> float:
 
 
 # Hydra's flags: those that print and exit, those that take a value, and multirun.
+# Flags that name another primary config or config directory (each takes a value).
+CONFIG_SOURCE_FLAGS = ("--config-path", "-cp", "--config-name", "-cn", "--config-dir", "-cd")
+SHELL_COMPLETION_FLAGS = ("--shell-completion", "-sc")
 HYDRA_INFO_FLAGS = (
     "--help",
     "-h",
@@ -464,37 +467,16 @@ HYDRA_INFO_FLAGS = (
     "--info",
     "-i",
     "--version",
-    "--shell-completion",
-    "-sc",
+    *SHELL_COMPLETION_FLAGS,
 )
-HYDRA_VALUE_FLAGS = (
-    "--cfg",
-    "-c",
-    "--package",
-    "-p",
-    "--config-path",
-    "-cp",
-    "--config-name",
-    "-cn",
-    "--config-dir",
-    "-cd",
-)
+HYDRA_VALUE_FLAGS = ("--cfg", "-c", "--package", "-p", *CONFIG_SOURCE_FLAGS)
 MULTIRUN_FLAGS = ("-m", "--multirun")
 # Flags, and overrides of keys starting with these, after which what Hydra composes cannot be
 # read off the overrides: another primary config (its own defaults), a shell-completion query
 # (overrides inside it), a sweeper's own search space (`hydra.sweeper.params.agent=...`), more
 # config directories.
 EVERY_OPTION_KEYS = ("hydra.sweeper.params", "hydra.searchpath")
-EVERY_OPTION_FLAGS = (
-    "--config-path",
-    "-cp",
-    "--config-name",
-    "-cn",
-    "--config-dir",
-    "-cd",
-    "--shell-completion",
-    "-sc",
-)
+EVERY_OPTION_FLAGS = (*CONFIG_SOURCE_FLAGS, *SHELL_COMPLETION_FLAGS)
 MAX_VALIDATED_JOBS = 1000
 # `sweep_objective=` reaches every job through the environment, in a launcher's processes too.
 OBJECTIVE_ENV = "JAXRL_SWEEP_OBJECTIVE"

@@ -32,7 +32,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -301,6 +301,16 @@ def _pyplot() -> ModuleType:
     return plt
 
 
+def _save(plt: ModuleType, fig: Any, ax: Any, title: str, path: Path) -> None:
+    """Title, grid and legend as every sweep figure has them; written to `path` and closed."""
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="best", fontsize="small")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
 def plot(points: list[PointSummary], path: Path, title: str) -> None:
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.5))
@@ -315,12 +325,7 @@ def plot(points: list[PointSummary], path: Path, title: str) -> None:
         ax.plot(c.env_steps, c.iqm, color=color, linewidth=2, label=label)
     ax.set_xlabel("env steps")
     ax.set_ylabel("eval return: IQM over seeds, 95% CI")
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-    ax.legend(loc="best", fontsize="small")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    _save(plt, fig, ax, title, path)
 
 
 def profile_thresholds(points: list[PointSummary]) -> np.ndarray:
@@ -346,12 +351,7 @@ def plot_profiles(points: list[PointSummary], path: Path, title: str) -> None:
     ax.set_xlabel("final eval return τ")
     ax.set_ylabel("fraction of seeds with final return > τ")
     ax.set_ylim(-0.02, 1.02)
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-    ax.legend(loc="best", fontsize="small")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    _save(plt, fig, ax, title, path)
 
 
 def summarize(run_dir: str | Path) -> list[PointSummary]:
