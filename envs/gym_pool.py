@@ -13,7 +13,6 @@ attribute. A step that terminates at the cap is terminated only, as everywhere i
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import functools
 import importlib
 import multiprocessing
@@ -302,10 +301,6 @@ def gymnasium_spec(cfg: HostEnvConfig, num_envs: int) -> tuple[EnvSpec, Callable
 class GymnasiumEnv(HostEnv):
     """A HostEnv over GymnasiumPools, drawn for videos by one more instance of its Gymnasium env
     that renders: the policy then sees the observations it was trained on."""
-
-    def with_num_envs(self, num_envs: int) -> GymnasiumEnv:
-        """As HostEnv's, keeping the render hook (HostEnv's would make a plain HostEnv)."""
-        return dataclasses.replace(self, spec=dataclasses.replace(self.spec, num_envs=num_envs))
 
     def make_render_env(self) -> gymnasium.Env:
         return gymnasium.make(

@@ -385,10 +385,8 @@ class HostEnv:
         weakref.finalize(self, _REGISTRY.close_owner, owner)
 
     def with_num_envs(self, num_envs: int) -> HostEnv:
-        """The same env with a pool of `num_envs` (pools of its own)."""
-        return HostEnv(
-            dataclasses.replace(self.spec, num_envs=num_envs), self.make_pool, self.callback
-        )
+        """The same env (of the same class) with a pool of `num_envs` (pools of its own)."""
+        return dataclasses.replace(self, spec=dataclasses.replace(self.spec, num_envs=num_envs))
 
     def close(self) -> None:
         """Close every pool this env made (they are also closed at exit)."""
