@@ -32,6 +32,12 @@ class AgentEntry:
         """The agent's factory (imports its module)."""
         return getattr(importlib.import_module(self.module), self.make_name)
 
+    def build(self, agent_cfg: Any, env: Any, total_env_steps: float) -> Any:
+        """The agent of `agent_cfg` on `env`; the run's budget reaches the agents that anneal
+        over it."""
+        budget = {"total_env_steps": total_env_steps} if self.takes_budget else {}
+        return self.make(agent_cfg, env, **budget)
+
 
 REGISTRY: dict[str, AgentEntry] = {
     "es": AgentEntry("agents.es", "ESConfig", "make_es", ("fitness_mean", "fitness_max")),

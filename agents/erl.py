@@ -58,7 +58,9 @@ range) rather than Ornstein-Uhlenbeck.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, ClassVar, NamedTuple
 
 import jax
@@ -282,13 +284,25 @@ def collect_episodes(
     return CollectedEpisodes(buffer, returns, lengths, t * n)
 
 
-def make_erl(cfg: ERLConfig, env: Env) -> Agent:
+class ERLSetup(NamedTuple):
+    """What a generation's functions share, fixed when the program is traced; `erl_setup` builds
+    it and the functions below take it as their first argument."""
+
+    cfg: ERLConfig
+    learner: Learner  # jaxrl.deterministic's DDPG/TD3 learner on the Box view of the env
+    box_env: Env  # the env, discrete actions seen as squashed logits (`ArgmaxActions`)
+    rollout_env: Env  # one batch: every member's episodes, then the learner's
+    discrete: bool
+    pop_rows: int  # rows of the rollout batch the members fill
+    max_steps: int  # the env's episode cap
+    learn_after: int  # transitions in the buffer before the first update
+
+
+def erl_setup(cfg: ERLConfig, env: Env) -> ERLSetup:
+    """The setup for `cfg` on `env`; a buffer too small for one generation raises ConfigError."""
     discrete = isinstance(env.spec.action_space, Discrete)
     box_env = ArgmaxActions(env) if discrete else env
-    learner_cfg = cfg.learner_config()
-    learner: Learner = make_deterministic_learner(learner_cfg, box_env.spec)
-    k, per_member = cfg.population_size, cfg.episodes_per_member
-    pop_rows = k * per_member
+    pop_rows = cfg.population_size * cfg.episodes_per_member
     rollout_env = box_env.with_num_envs(pop_rows + cfg.rl_episodes)
     max_steps = env.spec.max_episode_steps
     rows = rollout_env.spec.num_envs
@@ -297,136 +311,180 @@ def make_erl(cfg: ERLConfig, env: Env) -> Agent:
         f"agent.buffer_size={cfg.buffer_size} must hold a generation's rollouts at their "
         f"longest: max_episode_steps x envs = {max_steps} x {rows} = {max_steps * rows}",
     )
-    learn_after = max(cfg.learning_starts, cfg.batch_size)
-    rates = cfg.mutation_rates
+    return ERLSetup(
+        cfg=cfg,
+        learner=make_deterministic_learner(cfg.learner_config(), box_env.spec),
+        box_env=box_env,
+        rollout_env=rollout_env,
+        discrete=discrete,
+        pop_rows=pop_rows,
+        max_steps=max_steps,
+        learn_after=max(cfg.learning_starts, cfg.batch_size),
+    )
 
-    def members_act(learner_state: PyTree, population: PyTree, obs: Array, key: Key) -> Array:
-        """Each member's deterministic actions on its own rows of `obs` ([k, rows, ...])."""
-        act = lambda params, o: learner.act(
-            learner_state._replace(actor_params=params), o, key, True
-        )
-        return jax.vmap(act)(population, obs)
 
-    def rollout_policy(state: ERLState) -> Any:
-        def policy(obs: Array, key: Key) -> Array:
-            member_obs = obs[:pop_rows].reshape(k, per_member, *obs.shape[1:])
-            member_actions = members_act(state.learner, state.population, member_obs, key)
-            rl_actions = learner.explore(state.learner, obs[pop_rows:], key, state.env_steps)
-            return jnp.concatenate(
-                [member_actions.reshape(pop_rows, *member_actions.shape[2:]), rl_actions]
-            )
+def members_act(setup: ERLSetup, learner_state: PyTree, population: PyTree, obs: Array, key: Key):
+    """Each member's deterministic actions on its own rows of `obs` ([k, rows, ...])."""
+    act_one = lambda params, o: setup.learner.act(
+        learner_state._replace(actor_params=params), o, key, True
+    )
+    return jax.vmap(act_one)(population, obs)
 
-        return policy
 
-    def init(key: Key) -> ERLState:
-        learner_key, pop_key = jax.random.split(key)
-        learner_state = learner.init(learner_key)
-        # One member after another (lax.map): never a vmapped initialiser on CPU (see loop.py).
-        population = jax.lax.map(
-            lambda k_: learner.params(learner.init(k_)), jax.random.split(pop_key, k)
-        )
-        zero = jnp.zeros((), jnp.int32)
-        return ERLState(
-            population,
-            learner_state,
-            replay.init(example_transition(box_env), cfg.buffer_size),
-            champion=zero,
-            synced_slot=jnp.full((), -1, jnp.int32),
-            generation=zero,
-            syncs_judged=zero,
-            rl_elites=zero,
-            env_steps=zero,
+def rollout_policy(setup: ERLSetup, state: ERLState) -> Callable[[Array, Key], Array]:
+    """The rollout batch's policy: members act deterministically on their rows, the learner's
+    actor explores on the last `rl_episodes` rows."""
+    k, per_member = setup.cfg.population_size, setup.cfg.episodes_per_member
+    pop_rows = setup.pop_rows
+
+    def policy(obs: Array, key: Key) -> Array:
+        member_obs = obs[:pop_rows].reshape(k, per_member, *obs.shape[1:])
+        member_actions = members_act(setup, state.learner, state.population, member_obs, key)
+        rl_actions = setup.learner.explore(state.learner, obs[pop_rows:], key, state.env_steps)
+        return jnp.concatenate(
+            [member_actions.reshape(pop_rows, *member_actions.shape[2:]), rl_actions]
         )
 
-    def learn(learner_state: PyTree, buffer: ReplayState, steps: Array, key: Key):
-        """`floor(updates_per_step × steps)` updates on minibatches from `buffer` (none before
-        `learn_after` transitions); returns the new state, the update count and mean metrics."""
-        count = jnp.where(
-            buffer.size >= learn_after,
-            jnp.floor(cfg.updates_per_step * steps.astype(jnp.float32)).astype(jnp.int32),
-            0,
-        )
+    return policy
 
-        def one_update(ls: PyTree, i: Array):
-            sample_key, update_key = jax.random.split(jax.random.fold_in(key, i))
-            return learner.update(ls, replay.sample(buffer, sample_key, cfg.batch_size), update_key)
 
-        metric_shapes = jax.eval_shape(one_update, learner_state, jnp.zeros((), jnp.int32))[1]
+def init(setup: ERLSetup, key: Key) -> ERLState:
+    learner = setup.learner
+    learner_key, pop_key = jax.random.split(key)
+    learner_state = learner.init(learner_key)
+    # One member after another (lax.map): never a vmapped initialiser on CPU (see loop.py).
+    population = jax.lax.map(
+        lambda k_: learner.params(learner.init(k_)),
+        jax.random.split(pop_key, setup.cfg.population_size),
+    )
+    zero = jnp.zeros((), jnp.int32)
+    return ERLState(
+        population,
+        learner_state,
+        replay.init(example_transition(setup.box_env), setup.cfg.buffer_size),
+        champion=zero,
+        synced_slot=jnp.full((), -1, jnp.int32),
+        generation=zero,
+        syncs_judged=zero,
+        rl_elites=zero,
+        env_steps=zero,
+    )
 
-        def body(i: Array, carry):
-            ls, sums = carry
-            ls, metrics = one_update(ls, i)
-            return ls, jax.tree.map(jnp.add, sums, metrics)
 
-        zeros = jax.tree.map(lambda m: jnp.zeros(m.shape, m.dtype), metric_shapes)
-        learner_state, sums = jax.lax.fori_loop(0, count, body, (learner_state, zeros))
-        means = jax.tree.map(lambda s: s / jnp.maximum(count, 1), sums)
-        return learner_state, count, means
+def learn(
+    setup: ERLSetup, learner_state: PyTree, buffer: ReplayState, steps: Array, key: Key
+) -> tuple[PyTree, Array, Metrics]:
+    """`floor(updates_per_step × steps)` updates on minibatches from `buffer` (none before
+    `learn_after` transitions); returns the new state, the update count and mean metrics."""
+    cfg, learner = setup.cfg, setup.learner
+    count = jnp.where(
+        buffer.size >= setup.learn_after,
+        jnp.floor(cfg.updates_per_step * steps.astype(jnp.float32)).astype(jnp.int32),
+        0,
+    )
 
-    def train_step(state: ERLState, env_state: PyTree, key: Key):
-        rollout_key, ga_key, learn_key = jax.random.split(key, 3)
-        out = collect_episodes(
-            rollout_env, rollout_policy(state), state.buffer, rollout_key, max_steps
-        )
-        fitness = out.returns[:pop_rows].reshape(k, per_member).mean(axis=1)
-        steps = out.lengths.sum()
+    def one_update(ls: PyTree, i: Array):
+        sample_key, update_key = jax.random.split(jax.random.fold_in(key, i))
+        return learner.update(ls, replay.sample(buffer, sample_key, cfg.batch_size), update_key)
 
-        population, gen = ga.next_generation(
-            ga_key,
-            state.population,
-            fitness,
-            cfg.num_elites,
-            cfg.tournament_size,
-            cfg.mutation_prob,
-            rates,
-        )
-        judged = state.synced_slot >= 0
-        rl_elite = judged & jnp.any(gen.order[: cfg.num_elites] == state.synced_slot)
+    metric_shapes = jax.eval_shape(one_update, learner_state, jnp.zeros((), jnp.int32))[1]
 
-        learner_state, updates, learner_metrics = learn(state.learner, out.buffer, steps, learn_key)
+    def body(i: Array, carry):
+        ls, sums = carry
+        ls, metrics = one_update(ls, i)
+        return ls, jax.tree.map(jnp.add, sums, metrics)
 
-        generation = state.generation + 1
-        sync = generation % cfg.sync_period == 0
-        synced, weakest = ga.replace_weakest(population, fitness, learner.params(learner_state))
-        population = jax.tree.map(lambda s, p: jnp.where(sync, s, p), synced, population)
+    zeros = jax.tree.map(lambda m: jnp.zeros(m.shape, m.dtype), metric_shapes)
+    learner_state, sums = jax.lax.fori_loop(0, count, body, (learner_state, zeros))
+    means = jax.tree.map(lambda s: s / jnp.maximum(count, 1), sums)
+    return learner_state, count, means
 
-        syncs_judged = state.syncs_judged + judged.astype(jnp.int32)
-        rl_elites = state.rl_elites + rl_elite.astype(jnp.int32)
-        new_state = ERLState(
-            population,
-            learner_state,
-            out.buffer,
-            champion=gen.order[0],
-            synced_slot=jnp.where(sync, weakest, -1).astype(jnp.int32),
-            generation=generation,
-            syncs_judged=syncs_judged,
-            rl_elites=rl_elites,
-            env_steps=state.env_steps + steps,
-        )
-        metrics: Metrics = {
-            **learner_metrics,
-            "fitness_max": fitness.max(),
-            "fitness_mean": fitness.mean(),
-            "fitness_min": fitness.min(),
-            "rl_return": out.returns[pop_rows:].mean(),
-            "rl_judged": judged.astype(jnp.float32),  # rl_elite is meaningful where this is 1
-            "rl_elite": rl_elite.astype(jnp.float32),
-            "rl_elite_fraction": rl_elites / jnp.maximum(syncs_judged, 1),
-            "gradient_steps": updates,
-            "env_steps": steps,
-            "env_steps_computed": out.steps_computed,
-        }
-        return new_state, env_state, metrics
 
-    def act(state: ERLState, obs: Array, key: Key, deterministic: bool = True) -> Array:
-        """The champion's deterministic action (env actions: argmax indices for discrete envs)."""
-        del deterministic  # members act deterministically; only the learner's rows explore
-        champion = ga.take(state.population, state.champion)
-        action = learner.act(state.learner._replace(actor_params=champion), obs, key, True)
-        return to_discrete(action) if discrete else action
+def train_step(
+    setup: ERLSetup, state: ERLState, env_state: PyTree, key: Key
+) -> tuple[ERLState, PyTree, Metrics]:
+    """One generation: rollouts, GA step, learner updates, and every `sync_period`-th generation
+    the learner's actor over the weakest member. The loop's env state passes through."""
+    cfg, learner, pop_rows = setup.cfg, setup.learner, setup.pop_rows
+    rollout_key, ga_key, learn_key = jax.random.split(key, 3)
+    out = collect_episodes(
+        setup.rollout_env, rollout_policy(setup, state), state.buffer, rollout_key, setup.max_steps
+    )
+    fitness = out.returns[:pop_rows].reshape(cfg.population_size, cfg.episodes_per_member)
+    fitness = fitness.mean(axis=1)
+    steps = out.lengths.sum()
 
-    def params(state: ERLState) -> Array:
-        leaves = jax.tree.leaves((state.population, learner.params(state.learner)))
-        return jnp.concatenate([jnp.ravel(x) for x in leaves])
+    population, gen = ga.next_generation(
+        ga_key,
+        state.population,
+        fitness,
+        cfg.num_elites,
+        cfg.tournament_size,
+        cfg.mutation_prob,
+        cfg.mutation_rates,
+    )
+    judged = state.synced_slot >= 0
+    rl_elite = judged & jnp.any(gen.order[: cfg.num_elites] == state.synced_slot)
 
-    return Agent(init=init, act=act, train_step=train_step, params=params)
+    learner_state, updates, learner_metrics = learn(
+        setup, state.learner, out.buffer, steps, learn_key
+    )
+
+    generation = state.generation + 1
+    sync = generation % cfg.sync_period == 0
+    synced, weakest = ga.replace_weakest(population, fitness, learner.params(learner_state))
+    population = jax.tree.map(lambda s, p: jnp.where(sync, s, p), synced, population)
+
+    syncs_judged = state.syncs_judged + judged.astype(jnp.int32)
+    rl_elites = state.rl_elites + rl_elite.astype(jnp.int32)
+    new_state = ERLState(
+        population,
+        learner_state,
+        out.buffer,
+        champion=gen.order[0],
+        synced_slot=jnp.where(sync, weakest, -1).astype(jnp.int32),
+        generation=generation,
+        syncs_judged=syncs_judged,
+        rl_elites=rl_elites,
+        env_steps=state.env_steps + steps,
+    )
+    metrics: Metrics = {
+        **learner_metrics,
+        "fitness_max": fitness.max(),
+        "fitness_mean": fitness.mean(),
+        "fitness_min": fitness.min(),
+        "rl_return": out.returns[pop_rows:].mean(),
+        "rl_judged": judged.astype(jnp.float32),  # rl_elite is meaningful where this is 1
+        "rl_elite": rl_elite.astype(jnp.float32),
+        "rl_elite_fraction": rl_elites / jnp.maximum(syncs_judged, 1),
+        "gradient_steps": updates,
+        "env_steps": steps,
+        "env_steps_computed": out.steps_computed,
+    }
+    return new_state, env_state, metrics
+
+
+def act(
+    setup: ERLSetup, state: ERLState, obs: Array, key: Key, deterministic: bool = True
+) -> Array:
+    """The champion's deterministic action (env actions: argmax indices for discrete envs)."""
+    del deterministic  # members act deterministically; only the learner's rows explore
+    champion = ga.take(state.population, state.champion)
+    action = setup.learner.act(state.learner._replace(actor_params=champion), obs, key, True)
+    return to_discrete(action) if setup.discrete else action
+
+
+def flat_params(setup: ERLSetup, state: ERLState) -> Array:
+    leaves = jax.tree.leaves((state.population, setup.learner.params(state.learner)))
+    return jnp.concatenate([jnp.ravel(x) for x in leaves])
+
+
+def make_erl(cfg: ERLConfig, env: Env) -> Agent:
+    """An `Agent` running ERL on `env`: the functions above bound to their setup."""
+    setup = erl_setup(cfg, env)
+    return Agent(
+        init=partial(init, setup),
+        act=partial(act, setup),
+        train_step=partial(train_step, setup),
+        params=partial(flat_params, setup),
+    )

@@ -17,6 +17,7 @@ original workers did from a shared noise table.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import ClassVar, NamedTuple
@@ -29,7 +30,7 @@ from jax.sharding import PartitionSpec as P
 
 from jaxrl import normalize, optimizers, parallel
 from jaxrl.config import require
-from jaxrl.datatypes import Agent, Array, Key, Metrics
+from jaxrl.datatypes import Agent, Array, Key, Metrics, PyTree
 from jaxrl.env import Env, random_actions
 from jaxrl.networks import MLP, deterministic_action, policy_output_size
 from jaxrl.normalize import RunningStats
@@ -198,10 +199,27 @@ def largest_divisor_at_most(n: int, limit: int) -> int:
     return max(d for d in range(1, min(n, max(limit, 1)) + 1) if n % d == 0)
 
 
-def make_es(cfg: ESConfig, env: Env) -> Agent:
+class ESSetup(NamedTuple):
+    """What a generation's functions share, fixed when the program is traced; `es_setup` builds
+    it and the functions below take it as their first argument."""
+
+    cfg: ESConfig
+    env: Env
+    member_env: Env  # a member's batch: `episodes_per_member` envs
+    net: MLP
+    unravel: Callable[[Array], PyTree]  # flat parameter vector -> the network's parameters
+    num_params: int
+    tx: optax.GradientTransformation
+    axis: parallel.DataAxis  # antithetic pairs are sharded over it
+    local_pairs: int  # this device's share of the pairs
+    eval_chunk: int  # pairs evaluated together
+    grad_chunk: int  # pairs whose noise is regenerated together for the gradient
+
+
+def es_setup(cfg: ESConfig, env: Env) -> ESSetup:
+    """The setup for `cfg` on `env`; an action space ES cannot act in raises ConfigError here."""
     spec = env.spec
-    out_size = policy_output_size(spec.action_space, "es")
-    net = MLP(cfg.hidden_sizes, out_size, cfg.activation)
+    net = MLP(cfg.hidden_sizes, policy_output_size(spec.action_space, "es"), cfg.activation)
     obs_shape = spec.observation_space.shape
     # Only the parameter structure is needed here: shapes, not an (eager, slow) initialisation.
     shapes = jax.eval_shape(net.init, jax.random.PRNGKey(0), jnp.zeros((1, *obs_shape)))
@@ -210,139 +228,185 @@ def make_es(cfg: ESConfig, env: Env) -> Agent:
     )
     num_params = flat_template.size
     n_pairs = cfg.population_size // 2
-    member_env = env.with_num_envs(cfg.episodes_per_member)
-
     axis = parallel.DataAxis(parallel.mesh_for(n_pairs, POPULATION_AXIS), POPULATION_AXIS)
     local_pairs = n_pairs // axis.size
     # Evaluation holds ε plus two perturbed copies per pair; the gradient one ε per pair.
     eval_bytes = cfg.eval_chunk_megabytes * 2**20
-    eval_chunk = largest_divisor_at_most(local_pairs, int(eval_bytes // (3 * 4 * num_params)))
-    grad_chunk = max(1, min(n_pairs, int(cfg.chunk_megabytes * 2**20 // (4 * num_params))))
+    return ESSetup(
+        cfg=cfg,
+        env=env,
+        member_env=env.with_num_envs(cfg.episodes_per_member),
+        net=net,
+        unravel=unravel,
+        num_params=num_params,
+        tx=make_optimizer(cfg),
+        axis=axis,
+        local_pairs=local_pairs,
+        eval_chunk=largest_divisor_at_most(local_pairs, int(eval_bytes // (3 * 4 * num_params))),
+        grad_chunk=max(1, min(n_pairs, int(cfg.chunk_megabytes * 2**20 // (4 * num_params)))),
+    )
 
-    tx = make_optimizer(cfg)
 
-    def policy(theta: Array, state: ESState):
-        """The deterministic policy of one parameter vector, under the state's normalisers."""
-        params = unravel(theta)
+def member_policy(setup: ESSetup, theta: Array, state: ESState) -> Callable[[Array, Key], Array]:
+    """The deterministic policy of one parameter vector, under the state's normalisers."""
+    cfg, net = setup.cfg, setup.net
+    params = setup.unravel(theta)
 
-        def prepare(obs: Array) -> Array:
-            if cfg.obs_normalization:
-                return normalize.normalize(state.obs_stats, obs, cfg.obs_clip)
-            return obs
+    def prepare(obs: Array) -> Array:
+        if cfg.obs_normalization:
+            return normalize.normalize(state.obs_stats, obs, cfg.obs_clip)
+        return obs
 
-        vbn_stats = None
-        if cfg.virtual_batch_norm:
-            vbn_stats = net.apply(params, prepare(state.vbn_reference), method=MLP.reference_stats)
+    vbn_stats = None
+    if cfg.virtual_batch_norm:
+        vbn_stats = net.apply(params, prepare(state.vbn_reference), method=MLP.reference_stats)
 
-        def act(obs: Array, key: Key) -> Array:
-            del key
-            return deterministic_action(
-                net.apply(params, prepare(obs), vbn_stats), spec.action_space
-            )
+    def policy(obs: Array, key: Key) -> Array:
+        del key
+        return deterministic_action(
+            net.apply(params, prepare(obs), vbn_stats), setup.env.spec.action_space
+        )
 
-        return act
+    return policy
 
-    def evaluate_pair(state: ESState, sigma: Array, noise_key: Key, env_key: Key, pair: Array):
-        eps = pair_noise(noise_key, pair, num_params)
-        # Both signs see the same episodes. The key is given to each sign (not closed over) so
-        # that a host env builds one pool per member rather than sharing one.
-        pair_env_key = jax.random.fold_in(env_key, pair)
-        pair_env_keys = jnp.stack([pair_env_key, pair_env_key])  # raw or typed keys alike
 
-        def member(sign: Array, member_env_key: Key):
-            episodes = run_episodes(
-                member_env, policy(state.theta + sign * sigma * eps, state), member_env_key
-            )
-            return (
-                episodes.returns.mean(),
-                episodes.lengths.sum(),
-                episodes.steps_computed,
-                episodes.obs_stats,
-            )
+def evaluate_pair(
+    setup: ESSetup, state: ESState, sigma: Array, noise_key: Key, env_key: Key, pair: Array
+) -> tuple[Array, Array, Array, RunningStats]:
+    """Both members of one antithetic pair, each over its episodes: (mean return, env steps
+    counted, loop steps computed, observation statistics), each with a leading [2] for ±ε."""
+    eps = pair_noise(noise_key, pair, setup.num_params)
+    # Both signs see the same episodes. The key is given to each sign (not closed over) so
+    # that a host env builds one pool per member rather than sharing one.
+    pair_env_key = jax.random.fold_in(env_key, pair)
+    pair_env_keys = jnp.stack([pair_env_key, pair_env_key])  # raw or typed keys alike
 
-        return jax.vmap(member)(jnp.array([1.0, -1.0], jnp.float32), pair_env_keys)
-
-    def evaluate_local(state: ESState, sigma: Array, noise_key: Key, env_key: Key):
-        """This device's pairs, `eval_chunk` at a time; returns (fitness [local, 2], ...)."""
-        first = axis.index() * local_pairs
-        chunks = (first + jnp.arange(local_pairs)).reshape(-1, eval_chunk)
-
-        def chunk_fn(pairs: Array):
-            fitness, counted, computed, stats = jax.vmap(
-                partial(evaluate_pair, state, sigma, noise_key, env_key)
-            )(pairs)
-            # A batched while_loop runs until the chunk's slowest member ends: that is the compute.
-            return fitness, counted, computed.max() * 2 * eval_chunk, stats
-
-        fitness, counted, computed, stats = jax.lax.map(chunk_fn, chunks)
-        stats = jax.tree.map(lambda x: x.reshape(local_pairs, 2, *x.shape[3:]), stats)
+    def member(sign: Array, member_env_key: Key):
+        theta = state.theta + sign * sigma * eps
+        episodes = run_episodes(
+            setup.member_env, member_policy(setup, theta, state), member_env_key
+        )
         return (
-            fitness.reshape(local_pairs, 2),
-            counted.sum(),
-            computed.sum(),
-            normalize.merge(stats, (0, 1)),
+            episodes.returns.mean(),
+            episodes.lengths.sum(),
+            episodes.steps_computed,
+            episodes.obs_stats,
         )
 
-    def generation(state: ESState, key: Key) -> tuple[ESState, Metrics]:
-        noise_key, env_key = jax.random.split(key)
-        sigma = sigma_at(cfg, state.generation)
-        fitness, counted, computed, stats = evaluate_local(state, sigma, noise_key, env_key)
-        # Only scalars (and obs statistics, a few floats) leave the device.
-        fitness = axis.all_gather(fitness, tiled=True)
-        counted = axis.psum(counted)
-        computed = axis.psum(computed)
-        stats = normalize.merge(axis.all_gather(stats))
+    return jax.vmap(member)(jnp.array([1.0, -1.0], jnp.float32), pair_env_keys)
 
-        g = es_gradient(fitness, noise_key, sigma, cfg.fitness_shaping, num_params, grad_chunk)
-        updates, opt_state = tx.update(-g, state.opt_state, state.theta)
-        theta = optax.apply_updates(state.theta, updates)
-        obs_stats = (
-            normalize.combine(state.obs_stats, stats) if cfg.obs_normalization else state.obs_stats
-        )
-        new_state = ESState(theta, opt_state, obs_stats, state.vbn_reference, state.generation + 1)
-        metrics = {
-            "fitness_mean": fitness.mean(),
-            "fitness_max": fitness.max(),
-            "fitness_min": fitness.min(),
-            "fitness_std": fitness.std(),
-            "env_steps": counted,
-            "env_steps_computed": computed,
-            "grad_norm": jnp.linalg.norm(g),
-            "param_norm": jnp.linalg.norm(theta),
-            "sigma": sigma,
-            "learning_rate": learning_rate_at(cfg, state.generation),
-        }
-        return new_state, metrics
 
+def evaluate_local(
+    setup: ESSetup, state: ESState, sigma: Array, noise_key: Key, env_key: Key
+) -> tuple[Array, Array, Array, RunningStats]:
+    """This device's pairs, `eval_chunk` at a time; returns (fitness [local, 2], env steps
+    counted, loop steps computed, merged observation statistics)."""
+    local_pairs, eval_chunk = setup.local_pairs, setup.eval_chunk
+    first = setup.axis.index() * local_pairs
+    chunks = (first + jnp.arange(local_pairs)).reshape(-1, eval_chunk)
+
+    def chunk_fn(pairs: Array):
+        fitness, counted, computed, stats = jax.vmap(
+            partial(evaluate_pair, setup, state, sigma, noise_key, env_key)
+        )(pairs)
+        # A batched while_loop runs until the chunk's slowest member ends: that is the compute.
+        return fitness, counted, computed.max() * 2 * eval_chunk, stats
+
+    fitness, counted, computed, stats = jax.lax.map(chunk_fn, chunks)
+    stats = jax.tree.map(lambda x: x.reshape(local_pairs, 2, *x.shape[3:]), stats)
+    return (
+        fitness.reshape(local_pairs, 2),
+        counted.sum(),
+        computed.sum(),
+        normalize.merge(stats, (0, 1)),
+    )
+
+
+def generation(setup: ESSetup, state: ESState, key: Key) -> tuple[ESState, Metrics]:
+    """One generation on this device's pairs; only fitness scalars (and obs statistics, a few
+    floats) leave the device, and every device then computes the same update."""
+    cfg, axis = setup.cfg, setup.axis
+    noise_key, env_key = jax.random.split(key)
+    sigma = sigma_at(cfg, state.generation)
+    fitness, counted, computed, stats = evaluate_local(setup, state, sigma, noise_key, env_key)
+    fitness = axis.all_gather(fitness, tiled=True)
+    counted = axis.psum(counted)
+    computed = axis.psum(computed)
+    stats = normalize.merge(axis.all_gather(stats))
+
+    g = es_gradient(
+        fitness, noise_key, sigma, cfg.fitness_shaping, setup.num_params, setup.grad_chunk
+    )
+    updates, opt_state = setup.tx.update(-g, state.opt_state, state.theta)
+    theta = optax.apply_updates(state.theta, updates)
+    obs_stats = (
+        normalize.combine(state.obs_stats, stats) if cfg.obs_normalization else state.obs_stats
+    )
+    new_state = ESState(theta, opt_state, obs_stats, state.vbn_reference, state.generation + 1)
+    metrics = {
+        "fitness_mean": fitness.mean(),
+        "fitness_max": fitness.max(),
+        "fitness_min": fitness.min(),
+        "fitness_std": fitness.std(),
+        "env_steps": counted,
+        "env_steps_computed": computed,
+        "grad_norm": jnp.linalg.norm(g),
+        "param_norm": jnp.linalg.norm(theta),
+        "sigma": sigma,
+        "learning_rate": learning_rate_at(cfg, state.generation),
+    }
+    return new_state, metrics
+
+
+def init(setup: ESSetup, key: Key) -> ESState:
+    cfg = setup.cfg
+    obs_shape = setup.env.spec.observation_space.shape
+    param_key, ref_key = jax.random.split(key)
+    theta, _ = ravel_pytree(setup.net.init(param_key, jnp.zeros((1, *obs_shape))))
+    # Without VBN an unused placeholder row (orbax needs arrays of size > 0).
+    reference = jnp.zeros((1, *obs_shape), jnp.float32)
+    if cfg.virtual_batch_norm:
+        reference = collect_reference(setup.env.with_num_envs(cfg.vbn_reference_size), ref_key)
+    return ESState(
+        theta=theta,
+        opt_state=setup.tx.init(theta),
+        obs_stats=normalize.init(obs_shape),
+        vbn_reference=reference,
+        generation=jnp.zeros((), jnp.int32),
+    )
+
+
+def act(setup: ESSetup, state: ESState, obs: Array, key: Key, deterministic: bool = True) -> Array:
+    del deterministic  # the ES policy is deterministic by construction
+    return member_policy(setup, state.theta, state)(obs, key)
+
+
+def train_step(
+    sharded_generation: Callable[[ESState, Key], tuple[ESState, Metrics]],
+    state: ESState,
+    env_state: PyTree,
+    key: Key,
+) -> tuple[ESState, PyTree, Metrics]:
+    """One generation; the loop's env state passes through (members run episodes of their own)."""
+    state, metrics = sharded_generation(state, key)
+    return state, env_state, metrics
+
+
+def make_es(cfg: ESConfig, env: Env) -> Agent:
+    """An `Agent` running ES on `env`: the functions above bound to their setup, the generation
+    sharded over the population axis."""
+    setup = es_setup(cfg, env)
     # Episode loops start from replicated zeros and become per-device inside the while_loop;
     # every output is computed from all-gathered values, so it is replicated.
-    sharded_generation = axis.shard_map(generation, in_specs=(P(), P()), out_specs=(P(), P()))
-
-    def init(key: Key) -> ESState:
-        param_key, ref_key = jax.random.split(key)
-        theta, _ = ravel_pytree(net.init(param_key, jnp.zeros((1, *obs_shape))))
-        reference = jnp.zeros(
-            (1, *obs_shape), jnp.float32
-        )  # unused placeholder (orbax needs size > 0)
-        if cfg.virtual_batch_norm:
-            reference = collect_reference(env.with_num_envs(cfg.vbn_reference_size), ref_key)
-        return ESState(
-            theta=theta,
-            opt_state=tx.init(theta),
-            obs_stats=normalize.init(obs_shape),
-            vbn_reference=reference,
-            generation=jnp.zeros((), jnp.int32),
-        )
-
-    def act(state: ESState, obs: Array, key: Key, deterministic: bool = True) -> Array:
-        del deterministic  # the ES policy is deterministic by construction
-        return policy(state.theta, state)(obs, key)
-
-    def train_step(state: ESState, env_state, key: Key):
-        state, metrics = sharded_generation(state, key)
-        return state, env_state, metrics
-
-    return Agent(init=init, act=act, train_step=train_step, params=lambda s: s.theta)
+    sharded_generation = setup.axis.shard_map(
+        partial(generation, setup), in_specs=(P(), P()), out_specs=(P(), P())
+    )
+    return Agent(
+        init=partial(init, setup),
+        act=partial(act, setup),
+        train_step=partial(train_step, sharded_generation),
+        params=lambda state: state.theta,
+    )
 
 
 def collect_reference(env: Env, key: Key, steps: int = 50) -> Array:

@@ -145,3 +145,32 @@ class Checkpointer:
 
     def close(self) -> None:
         self._manager.close()
+
+
+def restore_agent_states(directory: Path, like: Any) -> Any:
+    """Only the agents' states (`Carry.agent_state`) of the latest checkpoint in `directory`,
+    without their replay buffers' items (those become None): what a policy needs, read without
+    knowing the env state's structure and without reading a buffer of gigabytes. Read-only: a
+    run still writing there is left alone (no cleanup of its temporary directories)."""
+    directory = Path(directory).absolute()
+    with ocp.CheckpointManager(
+        directory, options=ocp.CheckpointManagerOptions(read_only=True)
+    ) as manager:
+        step = manager.latest_step()
+    if step is None:
+        raise FileNotFoundError(f"no checkpoint in {directory}")
+    device = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
+    target = {"agent_state": _without_buffer_items(like)}
+    abstract = jax.tree.map(
+        lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=device), keys_to_data(target)
+    )
+    with ocp.PyTreeCheckpointer() as reader:
+        restored = reader.restore(
+            directory / str(step) / "state",
+            args=ocp.args.PyTreeRestore(
+                abstract,
+                restore_args=ocp.checkpoint_utils.construct_restore_args(abstract),
+                partial_restore=True,
+            ),
+        )
+    return data_to_keys(restored["agent_state"], target["agent_state"])

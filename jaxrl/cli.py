@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import hydra
+import yaml
 from hydra.core.config_store import ConfigStore
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
@@ -549,6 +550,32 @@ def take_sweep_objective(overrides: list[str], multirun: bool) -> list[str]:
     return [o for o in overrides if _key(o) != "sweep_objective"]
 
 
+HELP_FLAGS = ("--help", "-h")
+
+
+def help_text(overrides: list[str]) -> str:
+    """`--help`: the groups to choose from and the config the overrides compose. Written here,
+    not by Hydra, whose help lists each group by composing once per group (a copy of the whole
+    config store each time: most of `--help`'s second)."""
+    env_names = [*envs.registered(), *envs.OPEN_ENDED]
+    config = yaml.safe_dump(to_dict(compose(overrides)), sort_keys=False)
+    return "\n".join(
+        [
+            "python -m jaxrl.run [overrides] [-m]: train an agent on an env (jaxrl).",
+            "",
+            "== Choices ==",
+            f"agent: {', '.join(agents.REGISTRY)}",
+            f"env: {', '.join(env_names)}",
+            "",
+            "== Config ==",
+            "Override anything in the config (foo.bar=value); -m sweeps comma-separated values,",
+            "grid.agent.<key>=[v1,v2] trains a grid in one program; --hydra-help: Hydra's flags.",
+            "",
+            config,
+        ]
+    )
+
+
 def main(argv: list[str] | None = None) -> None:
     """`python -m jaxrl.run [overrides]`: exits with 0 (completed), 1 (failed: NaN, env error,
     write error), 2 (bad input) or 130 (interrupted)."""
@@ -562,6 +589,12 @@ def main(argv: list[str] | None = None) -> None:
     )
     try:
         overrides = take_sweep_objective(overrides, multirun=bool(set(flags) & {*MULTIRUN_FLAGS}))
+        if flag_names and all(f in HELP_FLAGS for f in flag_names):
+            try:
+                print(help_text(overrides), flush=True)
+            except BrokenPipeError:  # a reader that stopped early (`| head`) is no error
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            sys.exit(0)
         if not flags:
             planned = plan(overrides)  # first: bad input is answered without importing JAX
             enable_compilation_cache()

@@ -1,7 +1,9 @@
-"""Data types shared by every agent and env family. Data only: no behaviour beyond validation."""
+"""Data types shared by every agent and env family. Data only: no behaviour beyond validation and
+the JSON form a run directory keeps of its env's spec."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -52,6 +54,60 @@ class EnvSpec:
     num_envs: int
     max_episode_steps: int
     vmappable: bool = True  # False: host envs that cannot be batched beyond their pool
+
+    def to_json(self) -> dict[str, Any]:
+        """The spec as JSON data: a run directory keeps it (`env_spec.json`) so that its policy
+        can be rebuilt without building the env (`jaxrl.load`)."""
+        return {
+            "name": self.name,
+            "family": self.family,
+            "observation_space": _space_to_json(self.observation_space),
+            "action_space": _space_to_json(self.action_space),
+            "num_envs": self.num_envs,
+            "max_episode_steps": self.max_episode_steps,
+            "vmappable": self.vmappable,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> EnvSpec:
+        return cls(
+            **{
+                **data,
+                "observation_space": _space_from_json(data["observation_space"]),
+                "action_space": _space_from_json(data["action_space"]),
+            }
+        )
+
+
+def _space_to_json(space: Space) -> dict[str, Any]:
+    dtype = np.dtype(space.dtype).name
+    if isinstance(space, Discrete):
+        return {"type": "Discrete", "n": space.n, "dtype": dtype}
+
+    def bound(values: np.ndarray) -> float | list[Any]:
+        """One number where every element shares it (pixel envs: 28k elements of 0 or 255)."""
+        flat = np.asarray(values, np.float64).ravel()
+        return float(flat[0]) if flat.size and np.all(flat == flat[0]) else flat.tolist()
+
+    return {
+        "type": "Box",
+        "shape": list(space.shape),
+        "dtype": dtype,
+        "low": bound(space.low),
+        "high": bound(space.high),
+    }
+
+
+def _space_from_json(data: dict[str, Any]) -> Space:
+    if data["type"] == "Discrete":
+        return Discrete(data["n"], dtype=np.dtype(data["dtype"]).type)
+    shape, dtype = tuple(data["shape"]), np.dtype(data["dtype"])
+
+    def bound(values: float | list[Any]) -> np.ndarray:
+        flat = np.asarray(values, np.float64).reshape(-1)
+        return np.broadcast_to(flat, (math.prod(shape),)).reshape(shape).astype(dtype)
+
+    return Box(bound(data["low"]), bound(data["high"]), shape, dtype.type)
 
 
 class TimeStep(NamedTuple):

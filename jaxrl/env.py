@@ -120,3 +120,30 @@ def random_actions(spec: EnvSpec, key: Key) -> Array:
         shape = (spec.num_envs, *space.shape)
         return jax.random.uniform(key, shape, minval=space.low, maxval=space.high)
     return jax.random.randint(key, (spec.num_envs,), 0, space.n, jnp.int32)
+
+
+@dataclasses.dataclass(frozen=True)
+class SpecOnlyEnv:
+    """An env known by its spec alone, for building an agent only to act (`jaxrl.load`): its
+    `init` can be traced on it for the state's structure. `reset` and `step` give zeros of the
+    spec's shapes: it runs no episode worth learning from, and needs no simulator."""
+
+    spec: EnvSpec
+
+    def with_num_envs(self, num_envs: int) -> SpecOnlyEnv:
+        return dataclasses.replace(self, spec=dataclasses.replace(self.spec, num_envs=num_envs))
+
+    def reset(self, key: Key) -> tuple[Any, TimeStep]:
+        del key
+        return (), self._zeros()
+
+    def step(self, state: Any, action: Array, key: Key) -> tuple[Any, TimeStep]:
+        del action, key
+        return state, self._zeros()
+
+    def _zeros(self) -> TimeStep:
+        n, space = self.spec.num_envs, self.spec.observation_space
+        obs = jnp.zeros((n, *space.shape), space.dtype)
+        zeros_f, zeros_b = jnp.zeros((n,), jnp.float32), jnp.zeros((n,), bool)
+        info = episode_info(zeros_f, jnp.zeros((n,), jnp.int32), zeros_b)
+        return TimeStep(obs, zeros_f, zeros_b, zeros_b, obs, info)

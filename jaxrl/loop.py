@@ -30,7 +30,7 @@ from jaxrl import config as config_lib
 from jaxrl import hyper
 from jaxrl.checkpoint import Checkpointer, CheckpointError
 from jaxrl.config import ConfigError, RunConfig
-from jaxrl.datatypes import Agent, Array, Key
+from jaxrl.datatypes import Agent, Array, EnvSpec, Key
 from jaxrl.interrupt import StopRequest, ctrl_c_requests_stop
 from jaxrl.outputs import (
     LiveDisplay,
@@ -41,7 +41,7 @@ from jaxrl.outputs import (
 )
 from jaxrl.prng import make_key
 from jaxrl.rollout import run_episodes
-from jaxrl.rundir import CHECKPOINTS, claim, default_run_dir, holds_run
+from jaxrl.rundir import CHECKPOINTS, ENV_SPEC, claim, default_run_dir, holds_run
 from jaxrl.video import record_videos
 
 
@@ -104,8 +104,9 @@ class Trainer:
             self.cfg.env, num_envs=self.cfg.env.num_envs or self.cfg.agent.NUM_ENVS
         )
         self.eval_env = self.env.with_num_envs(self.cfg.eval.episodes)
-        budget = {"total_env_steps": self.cfg.budget.env_steps} if entry.takes_budget else {}
-        self._make_agent = lambda agent_cfg: entry.make(agent_cfg, self.env, **budget)
+        self._make_agent = lambda agent_cfg: entry.build(
+            agent_cfg, self.env, self.cfg.budget.env_steps
+        )
         # The agent with the config's own values: its static facts (steps per iteration) are
         # every grid point's, and it is the agent of a run without a grid.
         self.agent = self._make_agent(self.cfg.agent)
@@ -250,10 +251,11 @@ class Interrupted(Exception):
     """Ctrl-C before training started: nothing was written."""
 
 
-def save_config(cfg: RunConfig, run_dir: Path) -> None:
+def save_config(cfg: RunConfig, run_dir: Path, env_spec: EnvSpec) -> None:
     data = config_lib.to_dict(cfg)
     write_json_atomic(run_dir / "config.json", data)
     write_text_atomic(run_dir / "config.yaml", yaml.safe_dump(data, sort_keys=False))
+    write_json_atomic(run_dir / ENV_SPEC, env_spec.to_json())
 
 
 ProgressFn = Callable[[dict[str, Any]], None]
@@ -293,7 +295,7 @@ def _train(
             f"before its first one: start it again without resume)"
         )
     ckpt = Checkpointer(run_dir / CHECKPOINTS, cfg.checkpoint.keep, cfg.checkpoint.replay_buffer)
-    save_config(cfg, run_dir)
+    save_config(cfg, run_dir, trainer.env.spec)
     display = LiveDisplay(cfg.log.progress, cfg.budget.env_steps, f"{cfg.agent.name} {cfg.env.id}")
 
     t0 = time.perf_counter()

@@ -1,7 +1,12 @@
-"""A trained policy as a plain callable: `jaxrl.load(run_dir)(obs) -> action`."""
+"""A trained policy as a plain callable: `jaxrl.load(run_dir)(obs) -> action`.
+
+Loading builds only the policy: the agent is made on the run's saved env spec (`SpecOnlyEnv`: no
+simulator, no host workers, no training program) and only its state is read from the latest
+checkpoint (no env states, no replay buffer)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -9,24 +14,37 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+import agents
+from jaxrl import hyper
+from jaxrl.datatypes import Agent, EnvSpec
+from jaxrl.env import SpecOnlyEnv
 from jaxrl.prng import make_key
+from jaxrl.rundir import CHECKPOINTS, ENV_SPEC
 
 
 class Policy:
     """A trained policy of one run: `policy(obs)` gives the deterministic action for one
     observation or a batch of them."""
 
-    def __init__(self, trainer: Any, agent_state: Any, run: Any) -> None:
-        self.trainer = trainer
+    def __init__(
+        self,
+        agent: Agent,
+        agent_state: Any,
+        spec: EnvSpec,
+        seed: int,
+        hyperparameters: dict[str, float],
+    ) -> None:
+        self.agent = agent  # built with the run's hyperparameter values
         self.agent_state = agent_state
-        self.run = run  # jaxrl.loop.Run: its seed and grid point
-        self.seed = run.seed
-        self.hyperparameters = {} if run.grid_point is None else trainer.points[run.grid_point]
-        self.spec = trainer.env.spec
-        values = {k: jnp.float32(v) for k, v in self.hyperparameters.items()}
-        self._act = jax.jit(
-            lambda state, obs, key: trainer.agent_for(values).act(state, obs, key, True)
-        )
+        self.spec = spec
+        self.seed = seed
+        self.hyperparameters = hyperparameters  # its grid point's values; {} without a grid
+        self._act = jax.jit(lambda state, obs, key: agent.act(state, obs, key, True))
+
+    @property
+    def params(self) -> jax.Array:
+        """The policy's parameters as one flat vector (the agent's `params`)."""
+        return self.agent.params(self.agent_state)
 
     def __call__(self, obs: Any, key: jax.Array | None = None) -> jax.Array:
         space = self.spec.observation_space
@@ -45,32 +63,36 @@ def load_policy(
 ) -> Policy:
     """The policy from a run directory's latest checkpoint; `seed` picks one of its seeds
     (default: the first), `grid_point` one of its grid's points (default: the first)."""
-    from jaxrl.checkpoint import Checkpointer
+    from jaxrl.checkpoint import restore_agent_states
     from jaxrl.cli import resumed_config
-    from jaxrl.loop import Run, Trainer
 
     cfg = resumed_config(str(run_dir))
     seeds = cfg.seeds
     seed = seeds[0] if seed is None else seed
     if seed not in seeds:
         raise ValueError(f"seed {seed} was not trained in {run_dir}; its seeds are {seeds}")
-    trainer = Trainer(cfg)
-    if trainer.points:
+    points = hyper.grid_points(cfg.agent, cfg.grid.agent)
+    if points:
         grid_point = 0 if grid_point is None else grid_point
-        if not 0 <= grid_point < len(trainer.points):
+        if not 0 <= grid_point < len(points):
             raise ValueError(
-                f"grid_point {grid_point} is not one of {run_dir}'s: 0 to "
-                f"{len(trainer.points) - 1} (summary.json lists their values)"
+                f"grid_point {grid_point} is not one of {run_dir}'s: 0 to {len(points) - 1} "
+                f"(summary.json lists their values)"
             )
     elif grid_point is not None:
         raise ValueError(f"{run_dir} trained no grid: leave grid_point out")
-    like = jax.eval_shape(trainer.init, trainer.run_keys(), trainer.hyper)
-    ckpt = Checkpointer(
-        Path(run_dir) / "checkpoints", cfg.checkpoint.keep, cfg.checkpoint.replay_buffer
-    )
-    carry, _ = ckpt.restore(like)
-    ckpt.close()
-    run = Run(seed, grid_point)
-    index = trainer.runs.index(run)
-    agent_state = jax.tree.map(lambda x: x[index], carry.agent_state)
-    return Policy(trainer, agent_state, run)
+    spec = EnvSpec.from_json(json.loads((Path(run_dir) / ENV_SPEC).read_text()))
+    entry = agents.REGISTRY[cfg.agent.name]
+    env = SpecOnlyEnv(spec)
+    # Runs are point-major (jaxrl.loop): run r is point r // num_seeds, seed index r % num_seeds.
+    num_runs = max(len(points), 1) * len(seeds)
+    index = (grid_point or 0) * len(seeds) + seeds.index(seed)
+    # Every run's state has the structure of the config's own agent: grid values change no shape.
+    one = jax.eval_shape(entry.build(cfg.agent, env, cfg.budget.env_steps).init, make_key(seed))
+    like = jax.tree.map(lambda x: jax.ShapeDtypeStruct((num_runs, *x.shape), x.dtype), one)
+    states = restore_agent_states(Path(run_dir) / CHECKPOINTS, like)
+    agent_state = jax.tree.map(lambda x: x[index], states)
+    values = points[grid_point] if points else {}
+    agent_cfg = hyper.traced_config(cfg.agent, {k: jnp.float32(v) for k, v in values.items()})
+    agent = entry.build(agent_cfg, env, cfg.budget.env_steps)
+    return Policy(agent, agent_state, spec, seed, values)

@@ -20,6 +20,7 @@ from jaxrl.config import ConfigError
 
 LOCK_FILE = ".lock"
 CHECKPOINTS = "checkpoints"
+ENV_SPEC = "env_spec.json"  # the env's spaces: a policy is rebuilt from it without the env
 
 
 def default_run_dir(agent: str, env_id: str, parent: Path = Path("runs")) -> Path:

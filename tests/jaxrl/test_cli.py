@@ -102,7 +102,7 @@ def test_seed_k_of_a_sweep_is_the_run_with_seed_k(tmp_path: Path, agent_args: tu
         assert result.returncode == 0, result.stderr
 
     def params(policy: jaxrl.Policy) -> np.ndarray:
-        return np.asarray(policy.trainer.agent.params(policy.agent_state))
+        return np.asarray(policy.params)
 
     alone = params(jaxrl.load(single))
     np.testing.assert_allclose(params(jaxrl.load(sweep, seed=1)), alone, rtol=0, atol=1e-5)

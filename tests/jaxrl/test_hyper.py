@@ -134,7 +134,7 @@ def test_a_grid_run_is_the_single_run_with_its_values(grid_run):
     the same parameters after 8 iterations up to float rounding (the grid's learning rate is a
     traced value, the single run's a constant); point 0 learned something else."""
     grid_dir, single_dir = grid_run
-    flat = lambda policy: np.asarray(policy.trainer.agent.params(policy.agent_state))
+    flat = lambda policy: np.asarray(policy.params)
     alone = flat(jaxrl.load(single_dir))
     same = jaxrl.load(grid_dir, seed=1, grid_point=1)
     assert same.hyperparameters == {"learning_rate": 3e-4}

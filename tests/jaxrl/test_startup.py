@@ -105,3 +105,26 @@ def test_a_stand_in_never_replaces_a_schema() -> None:
     assert "clip_eps" in store.load("schema/agent/ppo.yaml").node
     assert store.load("env/Pendulum-v1.yaml").node.id == "Pendulum-v1"
     assert cli.compose(["agent=ppo", "env=Pendulum-v1"]).agent == agents.REGISTRY["ppo"].config()
+
+
+def test_help_lists_the_choices_and_prints_the_composed_config() -> None:
+    """`--help` is ours (Hydra's composes once per config group): every agent and env family is
+    listed, the config shown is the one the overrides compose, and a bad override is refused
+    as a run would refuse it."""
+    from cli_helpers import cli
+
+    result = cli("agent=ppo", "agent.ent_coef=0.05", "--help")
+    assert result.returncode == 0, result.stderr
+    choices = dict(
+        line.split(": ", 1)
+        for line in result.stdout.splitlines()
+        if line.startswith(("agent: ", "env: "))
+    )
+    assert choices["agent"].split(", ") == list(agents.REGISTRY)
+    for name in ("CartPole-v1", "brax/hopper", "bullet/RaceCar-v0", "gym/<any Gymnasium id>"):
+        assert name in choices["env"].split(", ")
+    assert "  name: ppo\n" in result.stdout and "  ent_coef: 0.05\n" in result.stdout
+    result = cli("agent.ent_coef=-1", "agent=ppo", "-h")
+    assert result.returncode == 2 and result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: agent.ent_coef"), result.stderr
