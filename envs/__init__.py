@@ -1,9 +1,9 @@
 """Environments of every family behind one constructor: `envs.make(cfg) -> Env`.
 
-The family is read off the name: bare ids are JAX-native, `brax/<name>` Brax,
-`gym/<any Gymnasium id>`, `bullet/<id>`, `pixel/<id>` and `ALE/<Game>-v5` run on the host
-through `envs.host`. Families are imported when used, so `import envs` stays light: async host
-pools start worker processes that import it without JAX.
+The family is read off the name: bare ids are JAX-native (gymnax's and our `FourRooms-v0`),
+`brax/<name>` Brax, `gym/<any Gymnasium id>`, `bullet/<id>`, `pixel/<id>` and `ALE/<Game>-v5`
+run on the host through `envs.host`. Families are imported when used, so `import envs` stays
+light: async host pools start worker processes that import it without JAX.
 """
 
 from __future__ import annotations
@@ -56,9 +56,13 @@ GYMNAX_MAX_EPISODE_STEPS = {
     "Pendulum-v1": 200,
 }
 
+# Our own JAX-native envs (envs/fourrooms.py), with their episode caps: four-rooms cuts episodes
+# at 1000 steps as Bacon, Harb & Precup's transfer experiment did.
+FOURROOMS_MAX_EPISODE_STEPS = {"FourRooms-v0": 1000}
+
 
 def _jax_native() -> tuple[str, ...]:
-    return tuple(GYMNAX_MAX_EPISODE_STEPS)
+    return tuple(GYMNAX_MAX_EPISODE_STEPS) + tuple(FOURROOMS_MAX_EPISODE_STEPS)
 
 
 def registered() -> tuple[str, ...]:
@@ -117,6 +121,10 @@ def config_for(env_id: str) -> EnvConfig:
         from envs.brax_envs import BraxEnvConfig
 
         return BraxEnvConfig(id=env_id)
+    if env_id in FOURROOMS_MAX_EPISODE_STEPS:
+        from envs.fourrooms import FourRoomsConfig
+
+        return FourRoomsConfig(id=env_id)
     if env_id in _jax_native():
         return EnvConfig(id=env_id)
     check_id(env_id)  # raises, naming the valid envs
@@ -129,6 +137,10 @@ def make(cfg: EnvConfig, num_envs: int | None = None) -> Env:
     n = num_envs or cfg.num_envs or 1
     check_id(cfg.id)
     namespace = _host_namespace(cfg.id)
+    if cfg.id in FOURROOMS_MAX_EPISODE_STEPS:
+        from envs.fourrooms import make_fourrooms
+
+        return make_fourrooms(_as_family_config(cfg), n)
     if namespace is None and cfg.id in _jax_native():
         from envs.gymnax_envs import make_gymnax
 

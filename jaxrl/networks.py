@@ -254,16 +254,33 @@ class NatureCNN(nn.Module):
         return jax.nn.relu(Dense(512, kernel_init=init)(x))
 
 
+# 8x8 stride 4, 4x4 stride 2, 3x3 stride 1 leave at least one pixel from 36 on.
+NATURE_CNN_MIN_SIZE = 36
+
+
 def resolve_torso(torso: str, obs_shape: tuple[int, ...], agent: str) -> str:
     """ "auto" is the Nature CNN for image observations ([H, W, C]) and an MLP otherwise."""
     if torso not in TORSOS:
         raise ConfigError(f"agent.torso='{torso}' is not one of: {', '.join(TORSOS)}")
+    image = len(obs_shape) == 3
     if torso == "auto":
-        return "nature_cnn" if len(obs_shape) == 3 else "mlp"
-    if torso == "nature_cnn" and len(obs_shape) != 3:
+        torso = "nature_cnn" if image else "mlp"
+    if torso == "nature_cnn" and not image:
         raise ConfigError(
             f"agent '{agent}': torso=nature_cnn needs image observations [H, W, C]; "
             f"got shape {obs_shape}"
+        )
+    if torso == "nature_cnn" and min(obs_shape[:2]) < NATURE_CNN_MIN_SIZE:
+        raise ConfigError(
+            f"agent '{agent}': the Nature CNN needs images of at least {NATURE_CNN_MIN_SIZE}x"
+            f"{NATURE_CNN_MIN_SIZE} (its three convolutions shrink them); the env observes "
+            f"{obs_shape[0]}x{obs_shape[1]} (give it a flat observation, e.g. "
+            f"env.observation=onehot for FourRooms-v0)"
+        )
+    if torso == "mlp" and len(obs_shape) != 1:
+        raise ConfigError(
+            f"agent '{agent}': torso=mlp takes flat observations; the env observes shape "
+            f"{obs_shape} (images take torso=nature_cnn)"
         )
     return torso
 

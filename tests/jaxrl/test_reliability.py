@@ -187,6 +187,36 @@ BAD_INPUT: list[tuple[str, tuple[str, ...], str]] = [
         ("agent=dqn", "agent.iteration_steps=10"),
         "error: agent.iteration_steps=10 must be a multiple of env.num_envs",
     ),
+    (
+        "cnn-on-small-images",
+        ("agent=ppo", "env=FourRooms-v0", "env.observation=grid"),
+        "error: agent 'ppo': the Nature CNN needs images of at least 36x36",
+    ),
+    (
+        "mlp-on-images",
+        ("agent=ppo", "agent.torso=mlp", "env=FourRooms-v0", "env.observation=grid"),
+        "error: agent 'ppo': torso=mlp takes flat observations",
+    ),
+    (
+        "option-critic-without-options",
+        ("agent=option_critic", "env=FourRooms-v0", "agent.num_options=0"),
+        "error: agent.num_options=0 must be >= 1",
+    ),
+    (
+        "option-critic-zero-temperature",
+        ("agent=option_critic", "env=FourRooms-v0", "agent.temperature=0"),
+        "error: agent.temperature=0.0 must be > 0",
+    ),
+    (
+        "option-critic-negative-deliberation-cost",
+        ("agent=option_critic", "env=FourRooms-v0", "agent.deliberation_cost=-0.1"),
+        "error: agent.deliberation_cost=-0.1 must be >= 0",
+    ),
+    (
+        "option-critic-on-box-actions",
+        ("agent=option_critic", "env=Pendulum-v1"),
+        "error: agent 'option_critic' needs a Discrete action space; env 'Pendulum-v1' has Box",
+    ),
     ("unknown-erl-learner", ("agent=erl", "agent.learner=foo"), "error: agent.learner='foo'"),
     (
         "erl-buffer-below-a-generation",
