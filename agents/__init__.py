@@ -65,4 +65,10 @@ REGISTRY: dict[str, AgentEntry] = {
     "ddpg": AgentEntry("agents.ddpg", "DDPGConfig", "make_ddpg", ("episode_return", "critic_loss")),
     "sac": AgentEntry("agents.sac", "SACConfig", "make_sac", ("episode_return", "alpha")),
     "erl": AgentEntry("agents.erl", "ERLConfig", "make_erl", ("fitness_max", "rl_return")),
+    "option_critic": AgentEntry(
+        "agents.option_critic",
+        "OptionCriticConfig",
+        "make_option_critic",
+        ("episode_length", "option_duration"),
+    ),
 }

@@ -49,10 +49,14 @@ AGENT_ENVS = {
     "ddpg": "Pendulum-v1",
     "sac": "Pendulum-v1",
     "erl": "Pendulum-v1",
+    "option_critic": "FourRooms-v0",
 }
 # Settings under which every hyperparameter has a use (REINFORCE clips rewards only when it
 # normalises them).
-SETTINGS = {"reinforce": ("agent.return_normalization=true",)}
+SETTINGS = {
+    "reinforce": ("agent.return_normalization=true",),
+    "option_critic": ("agent.option_policy=egreedy",),  # the softmax over options has no ε
+}
 
 
 @pytest.mark.parametrize("name", AGENT_ENVS)
