@@ -53,9 +53,9 @@ import jax.numpy as jnp
 import optax
 
 from jaxrl import optimizers
-from jaxrl.config import ConfigError, require
-from jaxrl.datatypes import Agent, Array, Discrete, EnvSpec, Key, Metrics, PyTree, Transition
-from jaxrl.env import Env
+from jaxrl.config import require
+from jaxrl.datatypes import Agent, Array, EnvSpec, Key, Metrics, PyTree, Transition
+from jaxrl.env import Env, discrete_actions
 from jaxrl.networks import Dense, MLPTorso, NatureCNN, resolve_torso
 from jaxrl.offpolicy import (
     FRAME_STACK_LAYOUT,
@@ -266,13 +266,7 @@ def update(
 def make_learner(cfg: DQNConfig, spec: EnvSpec, total_env_steps: float) -> Learner:
     """The DQN learner for `spec`; non-Discrete action spaces are refused here, before anything
     is traced. `total_env_steps` (the run's budget) sets the learning-rate annealing horizon."""
-    space = spec.action_space
-    if not isinstance(space, Discrete):
-        raise ConfigError(
-            f"agent 'dqn' needs a Discrete action space; env '{spec.name}' has "
-            f"{type(space).__name__} actions of shape {space.shape} (for continuous actions use "
-            f"ddpg, td3 or sac)"
-        )
+    space = discrete_actions(spec, "dqn", "for continuous actions use ddpg, td3 or sac")
     obs_space = spec.observation_space
     torso = resolve_torso(cfg.torso, obs_space.shape, cfg.name)
     net = QNetwork(space.n, torso, cfg.hidden_sizes, cfg.activation)

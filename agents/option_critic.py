@@ -40,8 +40,8 @@ import jax
 import jax.numpy as jnp
 
 from jaxrl.config import ConfigError, require
-from jaxrl.datatypes import Agent, Array, Discrete, EnvSpec, Key, Metrics, PyTree
-from jaxrl.env import Env
+from jaxrl.datatypes import Agent, Array, EnvSpec, Key, Metrics, PyTree
+from jaxrl.env import Env, discrete_actions
 
 OPTION_POLICIES = ("egreedy", "softmax")
 NO_OPTION = -1  # an env whose episode just began: its option is chosen at its first step
@@ -123,13 +123,8 @@ class OptionCriticSetup(NamedTuple):
 
 def check_spaces(spec: EnvSpec) -> None:
     """Linear functions of a flat observation and a finite set of actions."""
-    obs, actions = spec.observation_space, spec.action_space
-    if not isinstance(actions, Discrete):
-        raise ConfigError(
-            f"agent 'option_critic' needs a Discrete action space; env '{spec.name}' has "
-            f"{type(actions).__name__} actions of shape {actions.shape} (valid: Discrete envs "
-            f"such as FourRooms-v0)"
-        )
+    discrete_actions(spec, "option_critic", "valid: Discrete envs such as FourRooms-v0")
+    obs = spec.observation_space
     if len(obs.shape) != 1:
         raise ConfigError(
             f"agent 'option_critic' is linear in a flat observation; env '{spec.name}' observes "
@@ -235,7 +230,7 @@ def env_step(
         signal = signal - option_values(state, obs)[envs, option]
     score = option_hot[:, :, None] * (action_hot - jax.nn.softmax(logits))[:, None, :]
     policy_step = cfg.intra_lr * jnp.einsum("bf,bka->fka", obs, signal[:, None, None] * score)
-    next_values = option_values(state, next_obs)
+    next_values = option_values(state, next_obs)  # the policy and termination steps keep W_Ω
     beta = terminations(state, next_obs)[envs, option]
     advantage = termination_advantage(next_values, option, cfg.deliberation_cost)
     descent = beta * (1.0 - beta) * advantage * continues  # no next option after a terminal s′
@@ -251,7 +246,7 @@ def env_step(
     beta = terminations(state, next_obs)[envs, option]
     episode_done = next_ts.info["episode_done"]
     ended = (jax.random.uniform(end_key, beta.shape) < beta) | episode_done
-    successor = choose_options(setup, option_values(state, next_obs), next_key)
+    successor = choose_options(setup, next_values, next_key)
     next_option = jnp.where(ended, successor, option)
     next_option = jnp.where(episode_done, NO_OPTION, next_option)
     steps = state.option_steps + 1
@@ -303,13 +298,18 @@ def act(
     return action[0] if single else action
 
 
+def steps_per_env(cfg: OptionCriticConfig, num_envs: int) -> int:
+    """Env steps each env of the batch takes per iteration (at least one)."""
+    return max(1, cfg.iteration_steps // num_envs)
+
+
 def train_step(
     setup: OptionCriticSetup, state: OptionCriticState, env_state: PyTree, key: Key
 ) -> tuple[OptionCriticState, PyTree, Metrics]:
     """`iteration_steps` env steps (over the batch) of Algorithm 1, with what they say about the
     options: how often each was used, how long they ran, how likely they were to end."""
     cfg = setup.cfg
-    steps = max(1, cfg.iteration_steps // setup.num_envs)
+    steps = steps_per_env(cfg, setup.num_envs)
 
     def body(carry, step_key):
         state, env_state = carry
@@ -390,5 +390,5 @@ def make_option_critic(cfg: OptionCriticConfig, env: Env) -> Agent:
         act=partial(act, setup),
         train_step=partial(train_step, setup),
         params=flat_params,
-        steps_per_iteration=max(1, cfg.iteration_steps // spec.num_envs) * spec.num_envs,
+        steps_per_iteration=steps_per_env(cfg, spec.num_envs) * spec.num_envs,
     )

@@ -14,7 +14,8 @@ from typing import Any, NamedTuple, Protocol
 import jax
 import jax.numpy as jnp
 
-from jaxrl.datatypes import Array, Box, EnvSpec, Key, TimeStep
+from jaxrl.config import ConfigError
+from jaxrl.datatypes import Array, Box, Discrete, EnvSpec, Key, TimeStep
 
 
 class Env(Protocol):
@@ -120,6 +121,18 @@ def random_actions(spec: EnvSpec, key: Key) -> Array:
         shape = (spec.num_envs, *space.shape)
         return jax.random.uniform(key, shape, minval=space.low, maxval=space.high)
     return jax.random.randint(key, (spec.num_envs,), 0, space.n, jnp.int32)
+
+
+def discrete_actions(spec: EnvSpec, agent: str, instead: str) -> Discrete:
+    """The env's Discrete action space; any other is refused before anything is traced, with
+    `instead` naming what to use (e.g. "for continuous actions use ddpg, td3 or sac")."""
+    space = spec.action_space
+    if not isinstance(space, Discrete):
+        raise ConfigError(
+            f"agent '{agent}' needs a Discrete action space; env '{spec.name}' has "
+            f"{type(space).__name__} actions of shape {space.shape} ({instead})"
+        )
+    return space
 
 
 @dataclasses.dataclass(frozen=True)
