@@ -21,8 +21,9 @@ RESULTS = REPO / "benchmarks" / "results"
 
 
 def machine(load: bool = False) -> str:
-    """CPU model, usable cores and JAX backend, e.g. 'AMD EPYC, 2 cores, jax 0.10.2 cpu'; with
-    `load`, the current 1-minute load average appended (', load 1.0')."""
+    """CPU model, usable cores and JAX backend (and the accelerator's name, if any), e.g. 'AMD
+    EPYC, 2 cores, jax 0.10.2 cpu'; with `load`, the current 1-minute load average appended
+    (', load 1.0')."""
     import jax
 
     model = platform.processor() or platform.machine()
@@ -35,6 +36,8 @@ def machine(load: bool = False) -> str:
         pass
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     where = f"{model}, {cores} cores, jax {jax.__version__} {jax.default_backend()}"
+    if jax.default_backend() != "cpu":
+        where += f" ({jax.devices()[0].device_kind})"
     return f"{where}, load {os.getloadavg()[0]:.1f}" if load else where
 
 

@@ -7,6 +7,9 @@
   level 1 cuts their compile time by about a third with the same run time. Measured on an AMD
   EPYC: PPO CartPole 500k compile 6.1 → 5.1 s, run 5.3 s both, parameters bit-identical; SAC
   8.4 → 6.7 s, bit-identical; ES 7.0 → 4.9 s, parameters within 3e-8.
+* On a GPU, float32 matrix products run at full precision: JAX's default there is TF32 (10-bit
+  mantissa) on Ampere and Hopper, and the hand-computed comparisons are float32 to float32.
+  XLA:CPU multiplies float32 in float32 whatever the setting, so the CPU programs are unchanged.
 """
 
 from __future__ import annotations
@@ -17,6 +20,10 @@ os.environ["XLA_FLAGS"] = " ".join(
     (os.environ.get("XLA_FLAGS", ""), "--xla_backend_optimization_level=1")
 ).strip()
 
+import jax
+
 from jaxrl.cli import enable_compilation_cache
 
 enable_compilation_cache()
+if jax.default_backend() != "cpu":
+    jax.config.update("jax_default_matmul_precision", "highest")

@@ -42,7 +42,12 @@ print("RESULT " + json.dumps(out))
 
 def run_with_devices(n: int) -> dict:
     devices = f"--xla_force_host_platform_device_count={n}"
-    env = {**os.environ, "XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} {devices}"}
+    # JAX_PLATFORMS=cpu: the forced host devices are CPU devices, also on a machine with a GPU.
+    env = {
+        **os.environ,
+        "XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} {devices}",
+        "JAX_PLATFORMS": "cpu",
+    }
     result = subprocess.run(
         [sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=240, env=env
     )

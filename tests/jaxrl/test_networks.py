@@ -54,18 +54,22 @@ def test_dense_matches_flax_dense_batched_and_per_sample():
         jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5), grad_ours, grad_flax)
 
 
-def dense_gradient_text() -> str:
+def dense_gradient_text(platform: str = "cpu") -> str:
+    """The weight gradient's program as lowered for `platform`, whatever this machine runs."""
     layer = Dense(3)
     params = layer.init(jax.random.key(0), X)
     loss = lambda p: jnp.sum(C * layer.apply(p, X))
-    return str(jax.jit(jax.grad(loss)).lower(params).as_text())
+    traced = jax.jit(jax.grad(loss)).trace(params)
+    return str(traced.lower(lowering_platforms=(platform,)).as_text())
 
 
 def test_speedups_switch_turns_the_cpu_weight_gradient_off(monkeypatch):
     """`JAXRL_SPEEDUPS` is read at trace time: on (the default) the CPU weight gradient is the
-    materialised transpose behind an optimisation barrier; off it is autodiff's plain form."""
+    materialised transpose behind an optimisation barrier; off it is autodiff's plain form.
+    A GPU never gets the barrier."""
     monkeypatch.delenv("JAXRL_SPEEDUPS", raising=False)
     assert "optimization_barrier" in dense_gradient_text()
+    assert "optimization_barrier" not in dense_gradient_text("cuda")
     monkeypatch.setenv("JAXRL_SPEEDUPS", "off")
     assert "optimization_barrier" not in dense_gradient_text()
 

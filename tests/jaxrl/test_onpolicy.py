@@ -245,7 +245,12 @@ DEVICE_SCRIPT = textwrap.dedent(
 
 def _start_on_devices(count: int) -> subprocess.Popen:
     devices = f"--xla_force_host_platform_device_count={count}"
-    env = {**os.environ, "XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} {devices}"}
+    # JAX_PLATFORMS=cpu: the forced host devices are CPU devices, also on a machine with a GPU.
+    env = {
+        **os.environ,
+        "XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} {devices}",
+        "JAX_PLATFORMS": "cpu",
+    }
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
     return subprocess.Popen(
         [sys.executable, "-c", DEVICE_SCRIPT],

@@ -1,0 +1,243 @@
+"""PPO on CartPole-v1 beside PureJaxRL's own ppo.py, in one process, runs interleaved.
+
+PureJaxRL is not shipped with jaxrl: pass a checkout of https://github.com/luchris429/purejaxrl
+(`--purejaxrl PATH`). Its `purejaxrl/ppo.py` is imported unchanged; two modules it imports are
+stood in for, because they do not import with today's packages (read both in the checkout):
+
+* `distrax` (not a jaxrl dependency): a `Categorical` with the three methods ppo.py calls,
+  sample, log_prob and entropy, from a log-softmax;
+* PureJaxRL's `wrappers` (it imports brax and navix at the top): `FlattenObservationWrapper`
+  and `LogWrapper` as there, over gymnax ≥ 1.0's step, which returns terminated and truncated
+  apart; PureJaxRL's `done` is either of them.
+
+Both sides run PureJaxRL's config (4 envs x 128 steps, 4 minibatches, 4 epochs, lr 2.5e-4
+annealed, 64-64 tanh actor and critic, no observation or return normalisation, 5e5 env steps).
+PureJaxRL is `jax.jit(make_train(config))` (N seeds: `jax.jit(jax.vmap(make_train(config)))`),
+compiled with `.lower().compile()`; jaxrl is `jaxrl.loop.train` as the CLI runs it, with its
+default evaluations and checkpoints (`eval.every`, `checkpoint.every` left as configured), so
+jaxrl's run time includes work PureJaxRL does not do. Each side is compiled once per seed
+count, then the runs alternate (PureJaxRL, jaxrl, PureJaxRL, ...). Printed per row: compile s,
+median run s (min-max), the ratio of medians, and the final return (PureJaxRL: the mean
+training return of episodes ended in the last update; jaxrl: its last evaluation).
+
+    python benchmarks/ppo_purejaxrl.py --purejaxrl ../purejaxrl [--seeds 1 64] [--repeats 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import statistics
+import sys
+import tempfile
+import time
+import types
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from common import REPO, RESULTS, machine, markdown_table, write_report
+
+sys.path.insert(0, str(REPO))
+
+from jaxrl.cli import compose
+from jaxrl.loop import train
+
+DEFAULT_OUT = RESULTS / "ppo_purejaxrl.md"
+TOTAL_STEPS = 500_000
+PUREJAXRL_CONFIG = {
+    "LR": 2.5e-4,
+    "NUM_ENVS": 4,
+    "NUM_STEPS": 128,
+    "TOTAL_TIMESTEPS": TOTAL_STEPS,
+    "UPDATE_EPOCHS": 4,
+    "NUM_MINIBATCHES": 4,
+    "GAMMA": 0.99,
+    "GAE_LAMBDA": 0.95,
+    "CLIP_EPS": 0.2,
+    "ENT_COEF": 0.01,
+    "VF_COEF": 0.5,
+    "MAX_GRAD_NORM": 0.5,
+    "ACTIVATION": "tanh",
+    "ENV_NAME": "CartPole-v1",
+    "ANNEAL_LR": True,
+    "DEBUG": False,
+}
+JAXRL_OVERRIDES = [
+    "agent=ppo",
+    "env=CartPole-v1",
+    "env.num_envs=4",
+    "agent.num_steps=128",
+    "agent.num_minibatches=4",
+    "agent.update_epochs=4",
+    "agent.obs_normalization=false",
+    "agent.return_normalization=false",
+    f"budget.env_steps={TOTAL_STEPS // 512 * 512}",
+    "log.progress=false",
+    "log.tensorboard=false",
+]
+
+
+class _Categorical:
+    """distrax.Categorical's sample, log_prob and entropy, the three methods ppo.py calls."""
+
+    def __init__(self, logits: jax.Array) -> None:
+        self.log_probs = jax.nn.log_softmax(logits)
+
+    def sample(self, seed: jax.Array) -> jax.Array:
+        return jax.random.categorical(seed, self.log_probs)
+
+    def log_prob(self, value: jax.Array) -> jax.Array:
+        return jnp.take_along_axis(self.log_probs, value[..., None], axis=-1)[..., 0]
+
+    def entropy(self) -> jax.Array:
+        return -jnp.sum(jnp.exp(self.log_probs) * self.log_probs, axis=-1)
+
+
+class _FlattenObservationWrapper:
+    """PureJaxRL's wrapper: observations flattened (CartPole's are flat already)."""
+
+    def __init__(self, env: Any) -> None:
+        self._env = env
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._env, name)
+
+    def reset(self, key: jax.Array, params: Any = None) -> tuple[jax.Array, Any]:
+        obs, state = self._env.reset(key, params)
+        return obs.reshape(-1), state
+
+
+class _LogWrapper(_FlattenObservationWrapper):
+    """PureJaxRL's LogWrapper over gymnax ≥ 1.0 (done = terminated or truncated)."""
+
+    def reset(self, key: jax.Array, params: Any = None) -> tuple[jax.Array, Any]:
+        obs, env_state = self._env.reset(key, params)
+        zero = jnp.zeros((), jnp.float32)
+        return obs, (env_state, zero, zero, zero, zero, jnp.zeros((), jnp.int32))
+
+    def step(self, key: jax.Array, state: Any, action: jax.Array, params: Any = None) -> tuple:
+        env_state, ep_return, ep_length, done_return, done_length, timestep = state
+        obs, env_state, reward, terminated, truncated, info = self._env.step(
+            key, env_state, action, params
+        )
+        done = jnp.logical_or(terminated, truncated).astype(jnp.float32)
+        ep_return, ep_length = ep_return + reward, ep_length + 1
+        done_return = done_return * (1 - done) + ep_return * done
+        done_length = done_length * (1 - done) + ep_length * done
+        state = (env_state, ep_return * (1 - done), ep_length * (1 - done), done_return,
+                 done_length, timestep + 1)  # fmt: skip
+        info = {"returned_episode_returns": done_return, "returned_episode": done > 0}
+        return obs, state, reward, done, info
+
+
+def load_make_train(checkout: Path) -> Any:
+    """PureJaxRL's `make_train`, imported from `checkout/purejaxrl/ppo.py` with the stand-ins."""
+    source = checkout / "purejaxrl" / "ppo.py"
+    if not source.is_file():
+        sys.exit(f"--purejaxrl {checkout}: no purejaxrl/ppo.py there (clone luchris429/purejaxrl)")
+    sys.modules["distrax"] = types.SimpleNamespace(Categorical=_Categorical)
+    sys.modules["wrappers"] = types.SimpleNamespace(
+        LogWrapper=_LogWrapper, FlattenObservationWrapper=_FlattenObservationWrapper
+    )
+    spec = importlib.util.spec_from_file_location("purejaxrl_ppo", source)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.make_train
+
+
+def purejaxrl_side(make_train: Any, seeds: int) -> tuple[float, Any]:
+    """(compile s, a function that runs once and returns (run s, final return))."""
+    keys = jax.random.split(jax.random.PRNGKey(30), seeds)
+    t0 = time.perf_counter()
+    compiled = jax.jit(jax.vmap(make_train(dict(PUREJAXRL_CONFIG)))).lower(keys).compile()
+    compile_s = time.perf_counter() - t0
+
+    def run() -> tuple[float, float]:
+        t = time.perf_counter()
+        out = compiled(keys)
+        info = jax.block_until_ready(out["metrics"])
+        run_s = time.perf_counter() - t
+        returns = np.asarray(info["returned_episode_returns"][:, -1])  # (seeds, steps, envs)
+        ended = np.asarray(info["returned_episode"][:, -1])
+        return run_s, float(returns[ended].mean()) if ended.any() else float("nan")
+
+    return compile_s, run
+
+
+def jaxrl_side(seeds: int, workdir: Path, extra: list[str]) -> Any:
+    """A function that trains once into a new run directory: (run s, final return, compile s)."""
+    cfg = compose([*JAXRL_OVERRIDES, f"num_seeds={seeds}", *extra])
+    count = iter(range(1_000_000))
+
+    def run() -> tuple[float, float, float]:
+        s = train(cfg, workdir / f"s{seeds}_{next(count)}").summary
+        return s["run_seconds"], s["final_eval_return"], s["compile_seconds"]
+
+    return run
+
+
+def median_range(xs: list[float]) -> str:
+    return f"{statistics.median(xs):.2f} ({min(xs):.2f}-{max(xs):.2f})"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--purejaxrl", type=Path, required=True, help="a PureJaxRL checkout")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1])
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--jaxrl", nargs="*", default=[], help="extra jaxrl overrides")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    args = parser.parse_args()
+    make_train = load_make_train(args.purejaxrl)
+
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="jaxrl-bench-pjr-") as tmp:
+        for seeds in args.seeds:
+            peer_compile, peer_run = purejaxrl_side(make_train, seeds)
+            ours_run = jaxrl_side(seeds, Path(tmp), args.jaxrl)
+            peer, ours = [], []
+            print(f"{seeds} seed(s): PureJaxRL compiled in {peer_compile:.1f} s", flush=True)
+            for _ in range(args.repeats):
+                peer.append(peer_run())
+                ours.append(ours_run())
+                print(f"  PureJaxRL run {peer[-1]}, jaxrl run {ours[-1]}", flush=True)
+            peer_s = [r[0] for r in peer]
+            ours_s = [r[0] for r in ours]
+            ratio = statistics.median(peer_s) / statistics.median(ours_s)
+            rows.append([
+                f"{seeds} seed(s), {TOTAL_STEPS:,} steps each",
+                f"{peer_compile:.1f}",
+                median_range(peer_s),
+                f"{ours[0][2]:.1f}",
+                median_range(ours_s),
+                f"{ratio:.2f}x",
+                f"{np.mean([r[1] for r in peer]):.1f}",
+                f"{np.mean([r[1] for r in ours]):.1f}",
+            ])  # fmt: skip
+            print(rows[-1], flush=True)
+    header = [
+        "what",
+        "PureJaxRL compile s",
+        "PureJaxRL run s",
+        "jaxrl compile s",
+        "jaxrl run s",
+        "speed-up (PureJaxRL run / jaxrl run)",
+        "PureJaxRL final train return",
+        "jaxrl final eval return",
+    ]
+    table = markdown_table(header, rows)
+    text = (
+        "# PPO CartPole-v1: jaxrl beside PureJaxRL's ppo.py (one process, runs interleaved)\n\n"
+        f"Machine: {machine()}. Command: `python benchmarks/ppo_purejaxrl.py "
+        f"{' '.join(sys.argv[1:])}`. {args.repeats} runs per side and seed count, alternating; "
+        "medians with min-max. jaxrl runs with its default evaluations and checkpoints "
+        f"(overrides: {' '.join(JAXRL_OVERRIDES + args.jaxrl)}).\n\n{table}\n"
+    )
+    write_report(text, args.out)
+
+
+if __name__ == "__main__":
+    main()
