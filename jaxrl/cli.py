@@ -316,6 +316,7 @@ RESUMABLE = (
     "budget.env_steps",
     "budget.target_return",
     "eval.every",
+    "eval.per_run",
     "eval.episodes",
     "log.progress",
     "log.tensorboard",

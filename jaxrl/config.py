@@ -69,11 +69,18 @@ class BudgetConfig:
 
 @dataclass(frozen=True)
 class EvalConfig:
-    every: int = 5  # training iterations (ES generations, gradient updates) between evaluations
+    # Training iterations (ES generations, gradient updates) between evaluations. null: sized to
+    # the budget, so that a run makes about `per_run` evaluations (every iteration for agents
+    # whose iterations are whole episodes of unknown length, as ES and ERL generations are).
+    every: int | None = None
+    per_run: int = 20
     episodes: int = 10  # deterministic episodes per evaluation, run in parallel
 
     def __post_init__(self) -> None:
-        require(self.every >= 1, f"eval.every={self.every} must be >= 1")
+        require(
+            self.every is None or self.every >= 1, f"eval.every={self.every} must be >= 1 (or null)"
+        )
+        require(self.per_run >= 1, f"eval.per_run={self.per_run} must be >= 1")
         require(self.episodes >= 1, f"eval.episodes={self.episodes} must be >= 1")
 
 

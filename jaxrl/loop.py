@@ -56,7 +56,7 @@ class Carry(NamedTuple):
 
 
 class ChunkOutput(NamedTuple):
-    # [eval.every] per metric; the entries past `iterations` are zeros
+    # [Trainer.eval_every] per metric; the entries past `iterations` are zeros
     metrics: dict[str, Array]
     iterations: Array  # int32: the train steps this chunk ran (0 for a run already done)
     eval_returns: Array  # [eval episodes]
@@ -111,6 +111,7 @@ class Trainer:
         # every grid point's, and it is the agent of a run without a grid.
         self.agent = self._make_agent(self.cfg.agent)
         self.budget = int(self.cfg.budget.env_steps)
+        self.eval_every = self._eval_every()
         # Runs are initialised one after another (lax.map), not vmapped: a vmapped orthogonal
         # initialiser is a batched LAPACK QR, and jaxlib's CPU QR parallelises its batch on the
         # same 2-thread XLA pool whose workers are running it, which deadlocks at 0% CPU when two
@@ -140,15 +141,26 @@ class Trainer:
     def initial_carry(self) -> Carry:
         return self.init(self.run_keys(), self.hyper)
 
+    def _eval_every(self) -> int:
+        """`eval.every`, or the cadence that gives about `eval.per_run` evaluations in the
+        budget: an evaluation is a few sequential episodes, a fixed cost per chunk that hundreds
+        of chunks turn into a large share of a short run (on a GPU, half of PPO CartPole's)."""
+        if self.cfg.eval.every is not None:
+            return self.cfg.eval.every
+        per_iteration = self.agent.steps_per_iteration
+        if per_iteration is None:
+            return 1
+        return max(1, math.ceil(self.budget / per_iteration / self.cfg.eval.per_run))
+
     def next_iterations(self, env_steps: list[int]) -> int:
         """Train steps for the next chunk. An agent whose iterations all take the same env steps
         stops exactly at the first iteration that reaches the budget; the others (whole
         episodes) stop there too, each seed on its own, by the check inside the chunk."""
         per_iteration = self.agent.steps_per_iteration
         if per_iteration is None:
-            return self.cfg.eval.every
+            return self.eval_every
         remaining = math.ceil((self.budget - min(env_steps)) / per_iteration)
-        return max(1, min(self.cfg.eval.every, remaining))
+        return max(1, min(self.eval_every, remaining))
 
     def _init(self, key: Key, hyperparameters: dict[str, Array]) -> Carry:
         agent_key, env_key, loop_key = jax.random.split(key, 3)
@@ -170,7 +182,7 @@ class Trainer:
             lambda c: agent.train_step(c.agent_state, c.env_state, c.key)[2], carry
         )
         metrics = {
-            name: jnp.zeros((self.cfg.eval.every, *m.shape), m.dtype)
+            name: jnp.zeros((self.eval_every, *m.shape), m.dtype)
             for name, m in step_metrics.items()
         }
         fixed_steps = self.agent.steps_per_iteration is not None
@@ -438,7 +450,7 @@ def _record(progress: Progress, out: ChunkOutput, logger: RunLogger, compile_s: 
     """Host totals and logs of the iterations each run ran in this chunk (none for a run that
     had reached its budget before it)."""
     ran = np.asarray(out.iterations, np.int64)  # [runs]
-    steps = np.asarray(out.metrics["env_steps"], np.int64)  # [runs, eval.every]
+    steps = np.asarray(out.metrics["env_steps"], np.int64)  # [runs, trainer.eval_every]
     computed = np.asarray(out.metrics.get("env_steps_computed", steps), np.int64)
     cumulative = np.asarray(progress.env_steps, np.int64)[:, None] + np.cumsum(steps, axis=1)
     logger.log_iterations(out.metrics, cumulative, ran)
@@ -495,6 +507,7 @@ def _summary(
         "env_steps": int(np.mean(progress.env_steps)),
         "env_steps_computed": int(np.mean(progress.env_steps_computed)),
         "iterations": progress.iteration,
+        "eval_every": trainer.eval_every,  # iterations between evaluations, as resolved
         "compile_seconds": round(compile_seconds, 3),
         "run_seconds": round(progress.run_seconds, 3),
         "env_steps_per_second": round(total_steps / max(progress.run_seconds, 1e-9), 1),
