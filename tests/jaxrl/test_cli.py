@@ -79,6 +79,17 @@ def test_budget_holds_per_seed_within_one_iteration(tmp_path: Path) -> None:
     assert [int(r["iteration"]) for r in read_evals(ppo_dir)] == [5, 8]
 
 
+def test_unset_eval_every_is_sized_to_the_budget(tmp_path: Path) -> None:
+    """Without `eval.every` a run makes about `eval.per_run` evaluations: PPO's 8 iterations of
+    128 steps for a budget of 1000 over 3 evaluations is one every ceil(7.8 / 3) = 3."""
+    result = cli(
+        *QUICK_PPO, "budget.env_steps=1000", "eval.per_run=3", *QUIET, f"log.dir={tmp_path}"
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads((tmp_path / "summary.json").read_text())["eval_every"] == 3
+    assert [int(r["iteration"]) for r in read_evals(tmp_path)] == [3, 6, 8]
+
+
 @pytest.mark.parametrize(
     "agent_args",
     [

@@ -99,6 +99,7 @@ BAD_INPUT: list[tuple[str, tuple[str, ...], str]] = [
     ("budget-beyond-counters", ("budget.env_steps=1e30",), "error: budget.env_steps=1e+30"),
     ("target-return-nan", ("budget.target_return=nan",), "error: budget.target_return=nan"),
     ("eval-every-zero", ("eval.every=0",), "error: eval.every=0 must be >= 1"),
+    ("eval-per-run-zero", ("eval.per_run=0",), "error: eval.per_run=0 must be >= 1"),
     ("eval-episodes-zero", ("eval.episodes=0",), "error: eval.episodes=0 must be >= 1"),
     ("checkpoint-every-zero", ("checkpoint.every=0",), "error: checkpoint.every=0 must be >= 1"),
     ("checkpoint-keep-zero", ("checkpoint.keep=0",), "error: checkpoint.keep=0 must be >= 1"),
