@@ -118,15 +118,18 @@ class Trainer:
         # such QRs run at once (seen with 2+ seeds on a 2-core machine).
         self.init = jax.jit(lambda keys, hp: jax.lax.map(lambda kh: self._init(*kh), (keys, hp)))
         # One run goes unbatched: under vmap every `lax.cond` (learning starts, delayed actor
-        # updates) becomes a select that computes both branches.
+        # updates) becomes a select that computes both branches. The carry is donated: the
+        # chunk updates replay buffers in place instead of holding the old and the new one (a
+        # NaN stop falls back on the last checkpoint, not on the previous carry).
         if len(self.runs) == 1:
             self.chunk = jax.jit(
                 lambda carry, hp, iterations: _add_run_axis(
                     self._chunk(_drop_run_axis(carry), _drop_run_axis(hp), iterations)
-                )
+                ),
+                donate_argnums=0,
             )
         else:
-            self.chunk = jax.jit(jax.vmap(self._chunk, in_axes=(0, 0, None)))
+            self.chunk = jax.jit(jax.vmap(self._chunk, in_axes=(0, 0, None)), donate_argnums=0)
 
     def agent_for(self, hyperparameters: dict[str, Array]) -> Agent:
         """The agent of one run: built inside the traced program from its (traced) values."""
@@ -364,6 +367,7 @@ def _train(
                 out = jax.device_get(out)
             progress.run_seconds += time.perf_counter() - t_chunk
             if not np.all(out.finite):
+                carry = new_carry  # the previous carry was donated to the chunk
                 bad = [
                     run.label(trainer.points)
                     for run, ok in zip(runs, out.finite, strict=True)
