@@ -321,6 +321,7 @@ RESUMABLE = (
     "log.progress",
     "log.tensorboard",
     "checkpoint.every",
+    "checkpoint.min_seconds",
     "checkpoint.keep",
     "video",
 )

@@ -347,10 +347,12 @@ def _train(
     saved_iteration = None if not cfg.resume else progress.iteration
     chunks_done = 0
 
+    saved_at = time.monotonic()
+
     def checkpoint() -> None:
-        nonlocal saved_iteration
+        nonlocal saved_iteration, saved_at
         ckpt.save(progress.iteration, carry, {"progress": progress.__dict__})
-        saved_iteration = progress.iteration
+        saved_iteration, saved_at = progress.iteration, time.monotonic()
         stop.kept = (
             f"the checkpoint of iteration {saved_iteration} is kept; continue with resume={run_dir}"
         )
@@ -394,7 +396,8 @@ def _train(
                     }
                 )
             chunks_done += 1
-            if stop.requested or chunks_done % cfg.checkpoint.every == 0:
+            due = time.monotonic() - saved_at >= cfg.checkpoint.min_seconds
+            if stop.requested or (chunks_done % cfg.checkpoint.every == 0 and due):
                 checkpoint()
         if stop.requested and status == "completed":
             status = "interrupted"

@@ -90,6 +90,20 @@ def test_unset_eval_every_is_sized_to_the_budget(tmp_path: Path) -> None:
     assert [int(r["iteration"]) for r in read_evals(tmp_path)] == [3, 6, 8]
 
 
+def test_checkpoints_wait_for_min_seconds(tmp_path: Path) -> None:
+    """Checkpoints come after evaluations only once `checkpoint.min_seconds` have passed: a
+    run of a few seconds with the default 60 writes the first and the last; with 0, one per
+    evaluation."""
+    for min_seconds, expected in ((None, [0, 8]), (0, list(range(9)))):
+        run_dir = tmp_path / str(min_seconds)
+        extra = [] if min_seconds is None else [f"checkpoint.min_seconds={min_seconds}"]
+        args = (*QUICK_PPO, "budget.env_steps=1000", "eval.every=1", "checkpoint.keep=20")
+        result = cli(*args, *extra, *QUIET, f"log.dir={run_dir}")
+        assert result.returncode == 0, result.stderr
+        saved = sorted(int(p.name) for p in (run_dir / "checkpoints").iterdir() if p.name.isdigit())
+        assert saved == expected
+
+
 @pytest.mark.parametrize(
     "agent_args",
     [

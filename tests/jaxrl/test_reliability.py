@@ -102,6 +102,11 @@ BAD_INPUT: list[tuple[str, tuple[str, ...], str]] = [
     ("eval-per-run-zero", ("eval.per_run=0",), "error: eval.per_run=0 must be >= 1"),
     ("eval-episodes-zero", ("eval.episodes=0",), "error: eval.episodes=0 must be >= 1"),
     ("checkpoint-every-zero", ("checkpoint.every=0",), "error: checkpoint.every=0 must be >= 1"),
+    (
+        "checkpoint-min-seconds-negative",
+        ("checkpoint.min_seconds=-1",),
+        "error: checkpoint.min_seconds=-1.0 must be a number of seconds >= 0",
+    ),
     ("checkpoint-keep-zero", ("checkpoint.keep=0",), "error: checkpoint.keep=0 must be >= 1"),
     ("no-envs", ("env.num_envs=0",), "error: env.num_envs=0 must be >= 1"),
     (
@@ -449,6 +454,7 @@ def test_a_full_disk_keeps_the_last_checkpoint(tmp_path: Path) -> None:
         "agent=dqn",
         "budget.env_steps=2e4",
         "eval.every=1",
+        "checkpoint.min_seconds=0",
         "log.progress=false",
         f"log.dir={run_dir}",
         preexec_fn=limit_file_size,
@@ -530,6 +536,7 @@ def test_kill_9_then_resume_logs_every_iteration_once(tmp_path: Path) -> None:
         "budget.env_steps=1e8",
         "eval.every=1",
         "checkpoint.every=4",
+        "checkpoint.min_seconds=0",
         "log.progress=false",
         f"log.dir={run_dir}",
     )
