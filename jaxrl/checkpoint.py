@@ -1,15 +1,20 @@
 """Checkpoints: the whole training carry (all seeds) through orbax, plus host-side progress as JSON.
 
 Orbax writes each step into a temporary directory and renames it when complete, so a crash or a
-Ctrl-C while saving never leaves a half-written checkpoint as the latest one. With
-`replay_buffers=False` the replay buffers' items are not written; a restore gives back the empty
-buffers of the structure it restores into.
+Ctrl-C while saving never leaves a half-written checkpoint as the latest one. The replay
+buffers' items are an item of that step of their own (`replay/`: the filled rows of each array
+as a raw file, written from a zero-copy view of the array), because orbax's array writer holds
+about two extra copies of what it writes and a replay buffer is most of a run's memory
+(benchmarks/results/design_notes.md). With `replay_buffers=False` the items are not written; a
+restore gives back the empty buffers of the structure it restores into.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
+import os
 import re
 import sys
 from collections.abc import Iterator
@@ -18,6 +23,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import orbax.checkpoint as ocp
 
 from jaxrl.prng import data_to_keys, keys_to_data
@@ -85,6 +91,80 @@ def _empty(buffer: ReplayState) -> ReplayState:
     return jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), buffer)
 
 
+def _buffers(tree: Any) -> list[ReplayState]:
+    return [x for x in jax.tree.leaves(tree, is_leaf=_is_buffer) if _is_buffer(x)]
+
+
+def _filled_rows(buffer: ReplayState) -> int:
+    """Rows of the buffer's arrays that hold items (the most of any run): the rest are zeros."""
+    return int(np.max(np.asarray(buffer.size)))
+
+
+def _host_view(x: jax.Array) -> np.ndarray:
+    """The array's bytes on the host without a copy where they already are (one CPU device)."""
+    if len(x.devices()) == 1 and next(iter(x.devices())).platform == "cpu":
+        return np.from_dlpack(x)
+    return np.asarray(x)
+
+
+class _ReplayItemsHandler(ocp.CheckpointHandler):
+    """The filled rows of every replay buffer's arrays as raw files `<buffer>_<leaf>.bin`,
+    written from host views of the arrays (no copy on a CPU), the runs of a batch in order."""
+
+    def save(self, directory: Any, args: ReplayItemsSave) -> None:
+        Path(directory).mkdir(parents=True, exist_ok=True)
+        for b, buffer in enumerate(args.buffers):
+            rows, batch_axes = _filled_rows(buffer), np.ndim(buffer.size)
+            for i, item in enumerate(jax.tree.leaves(buffer.data)):
+                view = _host_view(item)
+                with open(Path(directory) / f"{b}_{i}.bin", "wb") as f:
+                    for index in np.ndindex(view.shape[:batch_axes]):
+                        part = np.ascontiguousarray(view[index][:rows])
+                        if part.size:  # memoryview cannot cast an empty array
+                            f.write(memoryview(part).cast("B"))
+                    f.flush()
+                    os.fsync(f.fileno())
+
+    def restore(self, directory: Any, args: ReplayItemsRestore) -> Any:
+        """`args.restored` (buffers without items, their counters restored) with the items put
+        back into buffers shaped like `args.like`'s; rows past the filled ones are zeros."""
+        directory = Path(directory)
+        remaining = iter(range(len(_buffers(args.like))))
+
+        def refill(saved: Any, fresh: Any) -> Any:
+            if not _is_buffer(saved):
+                return saved
+            b = next(remaining)
+            rows, batch_axes = _filled_rows(saved), np.ndim(saved.size)
+            leaves = []
+            for i, shape in enumerate(jax.tree.leaves(fresh.data)):
+                items = np.zeros(shape.shape, shape.dtype)
+                with open(directory / f"{b}_{i}.bin", "rb") as f:
+                    for index in np.ndindex(items.shape[:batch_axes]):
+                        part = items[index][:rows]
+                        part[...] = np.fromfile(f, shape.dtype, part.size).reshape(part.shape)
+                leaves.append(jnp.asarray(items))
+            return saved._replace(data=jax.tree.unflatten(jax.tree.structure(fresh.data), leaves))
+
+        return jax.tree.map(refill, args.restored, args.like, is_leaf=_is_buffer)
+
+    def metadata(self, directory: Any) -> None:
+        return None
+
+
+@ocp.args.register_with_handler(_ReplayItemsHandler, for_save=True)
+@dataclasses.dataclass
+class ReplayItemsSave(ocp.args.CheckpointArgs):
+    buffers: list[ReplayState]
+
+
+@ocp.args.register_with_handler(_ReplayItemsHandler, for_restore=True)
+@dataclasses.dataclass
+class ReplayItemsRestore(ocp.args.CheckpointArgs):
+    restored: Any  # the restored tree, buffers without items
+    like: Any  # arrays or ShapeDtypeStructs of the full tree
+
+
 class Checkpointer:
     def __init__(self, directory: Path, keep: int, replay_buffers: bool = True) -> None:
         self.directory = Path(directory).absolute()
@@ -98,18 +178,16 @@ class Checkpointer:
         )
 
     def save(self, step: int, state: Any, meta: dict[str, Any]) -> None:
-        if not self.replay_buffers:
-            state = _without_buffer_items(state)
+        buffers = _buffers(state) if self.replay_buffers else []
+        parts = {
+            "state": ocp.args.StandardSave(keys_to_data(_without_buffer_items(state))),
+            "meta": ocp.args.JsonSave(meta),
+        }
+        if buffers:
+            parts["replay"] = ReplayItemsSave(buffers)
         try:
             with _quiet_orbax():
-                self._manager.save(
-                    step,
-                    args=ocp.args.Composite(
-                        state=ocp.args.StandardSave(keys_to_data(state)),
-                        meta=ocp.args.JsonSave(meta),
-                    ),
-                    force=True,
-                )
+                self._manager.save(step, args=ocp.args.Composite(**parts), force=True)
                 self._manager.wait_until_finished()
         except Exception as e:
             raise CheckpointError(
@@ -125,7 +203,7 @@ class Checkpointer:
         step = self.latest_step() if step is None else step
         if step is None:
             raise FileNotFoundError(f"no checkpoint in {self.directory}")
-        saved_like = like if self.replay_buffers else _without_buffer_items(like)
+        saved_like = _without_buffer_items(like)
         abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, keys_to_data(saved_like))
         restored = self._manager.restore(
             step,
@@ -134,7 +212,12 @@ class Checkpointer:
             ),
         )
         state = data_to_keys(restored.state, saved_like)
-        if not self.replay_buffers:  # empty buffers shaped like those of `like`
+        replay = self.directory / str(step) / "replay"
+        if self.replay_buffers and replay.is_dir():
+            state = self._manager.restore(
+                step, args=ocp.args.Composite(replay=ReplayItemsRestore(state, like))
+            ).replay
+        else:  # empty buffers shaped like those of `like`
             state = jax.tree.map(
                 lambda saved, fresh: _empty(fresh) if _is_buffer(saved) else saved,
                 state,
