@@ -97,8 +97,9 @@ class LogConfig:
 class CheckpointConfig:
     # A checkpoint after every `every`-th evaluation once `min_seconds` of training have passed
     # since the last one (0: after every `every`-th); one is always written at the start, at the
-    # end and on Ctrl-C. A kill -9 loses at most about `min_seconds` of training; writing one is
-    # tens of milliseconds, which after every evaluation was a third of a short run.
+    # end and on Ctrl-C. A kill -9 loses at most about `min_seconds` of training; a checkpoint
+    # after every evaluation made a short run's saves a large share of it
+    # (benchmarks/results/ppo_purejaxrl.md).
     every: int = 1
     min_seconds: float = 60.0
     keep: int = 2  # newest checkpoints kept on disk

@@ -147,7 +147,7 @@ class Trainer:
     def _eval_every(self) -> int:
         """`eval.every`, or the cadence that gives about `eval.per_run` evaluations in the
         budget: an evaluation is a few sequential episodes, a fixed cost per chunk that hundreds
-        of chunks turn into a large share of a short run (on a GPU, half of PPO CartPole's)."""
+        of chunks turn into a large share of a short run (benchmarks/results/gpu_h100.md)."""
         if self.cfg.eval.every is not None:
             return self.cfg.eval.every
         per_iteration = self.agent.steps_per_iteration
