@@ -72,7 +72,7 @@ def _os_reason(e: BaseException) -> str:
     if found:
         return f"{found.group(1)} (errno {found.group(2)})"
     if isinstance(e, OSError) and e.strerror:
-        return e.strerror
+        return f"{e.strerror} (errno {e.errno})" if e.errno else e.strerror
     lines = text.strip().splitlines()
     return lines[0][:200] if lines else type(e).__name__
 
