@@ -18,6 +18,17 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "benchmarks" / "results"
+# PPO on CartPole-v1 in PureJaxRL's configuration (purejaxrl/ppo.py's __main__), for jaxrl's CLI;
+# PUREJAXRL_SETTINGS turns off the normalisations PureJaxRL does not have.
+PUREJAXRL_PPO_CARTPOLE = [
+    "agent=ppo",
+    "env=CartPole-v1",
+    "env.num_envs=4",
+    "agent.num_steps=128",
+    "agent.num_minibatches=4",
+    "agent.update_epochs=4",
+]
+PUREJAXRL_SETTINGS = ["agent.obs_normalization=false", "agent.return_normalization=false"]
 
 
 def machine(load: bool = False) -> str:

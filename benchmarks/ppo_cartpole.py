@@ -25,7 +25,16 @@ from pathlib import Path
 
 import jax
 import numpy as np
-from common import REPO, RESULTS, fmt, machine, markdown_table, write_report
+from common import (
+    PUREJAXRL_PPO_CARTPOLE,
+    PUREJAXRL_SETTINGS,
+    REPO,
+    RESULTS,
+    fmt,
+    machine,
+    markdown_table,
+    write_report,
+)
 
 sys.path.insert(0, str(REPO))
 
@@ -48,12 +57,7 @@ UPDATES = 976
 STEPS_PER_UPDATE = 4 * 128
 EVAL_EVERY = 122
 OVERRIDES = [
-    "agent=ppo",
-    "env=CartPole-v1",
-    "env.num_envs=4",
-    "agent.num_steps=128",
-    "agent.num_minibatches=4",
-    "agent.update_epochs=4",
+    *PUREJAXRL_PPO_CARTPOLE,
     f"budget.env_steps={UPDATES * STEPS_PER_UPDATE}",
     f"eval.every={EVAL_EVERY}",
     "log.progress=false",
@@ -69,9 +73,6 @@ class Row:
     run_s: float
     final_return: float  # mean over seeds
     solved: str  # seeds whose final return is >= 475
-
-
-PUREJAXRL_SETTINGS = ["agent.obs_normalization=false", "agent.return_normalization=false"]
 
 
 def run_train(what: str, num_seeds: int, workdir: Path, extra: tuple[str, ...] = ()) -> Row:

@@ -39,7 +39,15 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from common import REPO, RESULTS, machine, markdown_table, write_report
+from common import (
+    PUREJAXRL_PPO_CARTPOLE,
+    PUREJAXRL_SETTINGS,
+    REPO,
+    RESULTS,
+    machine,
+    markdown_table,
+    write_report,
+)
 
 sys.path.insert(0, str(REPO))
 
@@ -67,14 +75,8 @@ PUREJAXRL_CONFIG = {
     "DEBUG": False,
 }
 JAXRL_OVERRIDES = [
-    "agent=ppo",
-    "env=CartPole-v1",
-    "env.num_envs=4",
-    "agent.num_steps=128",
-    "agent.num_minibatches=4",
-    "agent.update_epochs=4",
-    "agent.obs_normalization=false",
-    "agent.return_normalization=false",
+    *PUREJAXRL_PPO_CARTPOLE,
+    *PUREJAXRL_SETTINGS,
     f"budget.env_steps={TOTAL_STEPS // 512 * 512}",
     "log.progress=false",
     "log.tensorboard=false",
