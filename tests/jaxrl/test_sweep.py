@@ -27,10 +27,12 @@ from jaxrl.sweep import (
 REPO = Path(__file__).resolve().parents[2]
 
 
-def write_evals(run_dir: Path, rows: list[tuple]) -> None:
+def write_evals(run_dir: Path, rows: list[tuple], run_columns: tuple[str, ...] = ("seed",)) -> None:
+    """An evals.csv of `rows`: the run's columns (a grid's point and value, then the seed), then
+    the loop's eval columns."""
     with open(run_dir / "evals.csv", "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["seed", *EVAL_COLUMNS])
+        w.writerow([*run_columns, *EVAL_COLUMNS])
         w.writerows(rows)
 
 
@@ -193,21 +195,20 @@ def test_cli_names_the_extra_when_rliable_is_missing(tmp_path):
 def test_grid_points_are_summarised_and_ranked_apart(tmp_path):
     """Two grid points x two seeds: each point gets its own band and row; the ranking puts the
     higher final return first and breaks a tie by the area under the mean curve."""
-    with open(tmp_path / "evals.csv", "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["grid_point", "learning_rate", "seed", *EVAL_COLUMNS])
-        w.writerows(
-            [
-                (0, 0.001, 0, 5, 100, 10.0, 0.0, 1.0),
-                (0, 0.001, 1, 5, 100, 30.0, 0.0, 1.0),
-                (1, 0.0003, 0, 5, 100, 40.0, 0.0, 1.0),
-                (1, 0.0003, 1, 5, 100, 60.0, 0.0, 1.0),
-                (0, 0.001, 0, 10, 300, 100.0, 0.0, 2.0),
-                (0, 0.001, 1, 10, 300, 100.0, 0.0, 2.0),
-                (1, 0.0003, 0, 10, 300, 90.0, 0.0, 2.0),
-                (1, 0.0003, 1, 10, 300, 70.0, 0.0, 2.0),
-            ]
-        )
+    write_evals(
+        tmp_path,
+        [
+            (0, 0.001, 0, 5, 100, 10.0, 0.0, 1.0),
+            (0, 0.001, 1, 5, 100, 30.0, 0.0, 1.0),
+            (1, 0.0003, 0, 5, 100, 40.0, 0.0, 1.0),
+            (1, 0.0003, 1, 5, 100, 60.0, 0.0, 1.0),
+            (0, 0.001, 0, 10, 300, 100.0, 0.0, 2.0),
+            (0, 0.001, 1, 10, 300, 100.0, 0.0, 2.0),
+            (1, 0.0003, 0, 10, 300, 90.0, 0.0, 2.0),
+            (1, 0.0003, 1, 10, 300, 70.0, 0.0, 2.0),
+        ],
+        ("grid_point", "learning_rate", "seed"),
+    )
     first, second = summarize(tmp_path)
     assert (first.grid_point, first.values) == (0, {"learning_rate": 0.001})
     np.testing.assert_allclose(first.curves.mean, [20.0, 100.0])
@@ -238,12 +239,12 @@ def test_ranking_by_iqm_is_not_dragged_by_one_seed(tmp_path):
     """Four seeds each: point 0 has one seed at 1000 (mean 257.5, IQM of 10 and 20: 15), point 1
     ends at 30..60 (mean and IQM 45). The IQM ranks point 1 first; the mean would not."""
     finals = {0: [0.0, 10.0, 20.0, 1000.0], 1: [30.0, 40.0, 50.0, 60.0]}
-    with open(tmp_path / "evals.csv", "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["grid_point", "clip_eps", "seed", *EVAL_COLUMNS])
-        for point, values in finals.items():
-            for seed, value in enumerate(values):
-                w.writerow((point, 0.1 * (point + 1), seed, 5, 100, value, 0.0, 1.0))
+    rows = [
+        (point, 0.1 * (point + 1), seed, 5, 100, value, 0.0, 1.0)
+        for point, values in finals.items()
+        for seed, value in enumerate(values)
+    ]
+    write_evals(tmp_path, rows, ("grid_point", "clip_eps", "seed"))
     points = summarize(tmp_path)
     assert [(p.final, p.final_mean) for p in points] == pytest.approx([(15.0, 257.5), (45.0, 45.0)])
     with open(tmp_path / "ranking.csv") as f:
@@ -301,10 +302,7 @@ def test_objective_is_the_best_points_value(tmp_path):
         (1, 0.2, 0, 2, 300, 10.0, 0.0, 2.0),
         (1, 0.2, 1, 2, 300, 0.0, 0.0, 2.0),
     ]
-    with open(tmp_path / "evals.csv", "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["grid_point", "clip_eps", "seed", *EVAL_COLUMNS])
-        w.writerows(rows)
+    write_evals(tmp_path, rows, ("grid_point", "clip_eps", "seed"))
     assert objective(tmp_path, "auc") == pytest.approx(25.0)
     with pytest.raises(ValueError, match="valid: final, best, auc"):
         objective(tmp_path, "median")
