@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
 import logging
 import os
 import re
@@ -129,12 +130,12 @@ class _ReplayItemsHandler(ocp.CheckpointHandler):
         """`args.restored` (buffers without items, their counters restored) with the items put
         back into buffers shaped like `args.like`'s; rows past the filled ones are zeros."""
         directory = Path(directory)
-        remaining = iter(range(len(_buffers(args.like))))
+        buffer_numbers = itertools.count()  # in tree order, as they were saved
 
         def refill(saved: Any, fresh: Any) -> Any:
             if not _is_buffer(saved):
                 return saved
-            b = next(remaining)
+            b = next(buffer_numbers)
             rows, batch_axes = _filled_rows(saved), np.ndim(saved.size)
             leaves = []
             for i, shape in enumerate(jax.tree.leaves(fresh.data)):
