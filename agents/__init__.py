@@ -71,4 +71,11 @@ REGISTRY: dict[str, AgentEntry] = {
         "make_option_critic",
         ("episode_length", "option_duration"),
     ),
+    "bc": AgentEntry("agents.bc", "BCConfig", "make_bc", ("dataset_size", "loss")),
+    "dagger": AgentEntry(
+        "agents.dagger", "DAggerConfig", "make_dagger", ("expert_share", "dataset_size")
+    ),
+    "aggrevated": AgentEntry(
+        "agents.aggrevated", "AggreVaTeDConfig", "make_aggrevated", ("expert_share", "loss")
+    ),
 }

@@ -289,6 +289,9 @@ def make_learner(cfg: DQNConfig, spec: EnvSpec, total_env_steps: float) -> Learn
         act=functools.partial(act, setup),
         update=functools.partial(update, setup),
         params=lambda state: state.params,
+        action_value=lambda state, obs, action: jnp.take_along_axis(
+            setup.net.apply(state.params, obs), action[..., None].astype(jnp.int32), axis=-1
+        )[..., 0],
     )
 
 

@@ -19,11 +19,9 @@ the actor's log-probabilities, target update. Networks, Box check and one-step t
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar, NamedTuple
 
-import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import optax
@@ -32,8 +30,8 @@ from jaxrl.config import require
 from jaxrl.continuous import (
     ActionScale,
     Critics,
+    GaussianActor,
     StateActionCritic,
-    Torso,
     bootstrapped_return,
     box_actions,
     critic_loss,
@@ -41,10 +39,9 @@ from jaxrl.continuous import (
 from jaxrl.datatypes import Agent, Array, EnvSpec, Key, Metrics, PyTree, Transition
 from jaxrl.distributions import TanhGaussian
 from jaxrl.env import Env
-from jaxrl.networks import Dense
 from jaxrl.offpolicy import Learner, OffPolicyConfig, make_off_policy, soft_update
 
-LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0  # the bounds of the SAC reference code
+LOG_STD_BOUNDS = (-20.0, 2.0)  # those of the SAC reference code
 
 
 @dataclass(frozen=True)
@@ -80,21 +77,6 @@ class SACConfig(OffPolicyConfig):
         require(self.alpha_lr > 0, f"agent.alpha_lr={self.alpha_lr} must be > 0")
         require(0 < self.tau <= 1, f"agent.tau={self.tau} must be in (0, 1]")
         require(self.init_alpha > 0, f"agent.init_alpha={self.init_alpha} must be > 0")
-
-
-class GaussianActor(nn.Module):
-    """Mean and log-std (clipped to [−20, 2]) of the pre-tanh Gaussian."""
-
-    action_size: int
-    hidden_sizes: Sequence[int]
-    activation: str = "relu"
-
-    @nn.compact
-    def __call__(self, obs: Array) -> tuple[Array, Array]:
-        x = Torso(self.hidden_sizes, self.activation)(obs.astype(jnp.float32))
-        mean = Dense(self.action_size)(x)
-        log_std = Dense(self.action_size)(x)
-        return mean, jnp.clip(log_std, LOG_STD_MIN, LOG_STD_MAX)
 
 
 class SACState(NamedTuple):
@@ -156,7 +138,9 @@ class SACNetworks(NamedTuple):
 def sac_networks(cfg: SACConfig, spec: EnvSpec) -> SACNetworks:
     """The actor, twin critics and action scaling for `spec` (refusing non-Box action spaces)."""
     scale = box_actions(spec, cfg.name)
-    actor = GaussianActor(spec.action_space.shape[0], cfg.hidden_sizes, cfg.activation)
+    actor = GaussianActor(
+        spec.action_space.shape[0], cfg.hidden_sizes, cfg.activation, *LOG_STD_BOUNDS
+    )
     return SACNetworks(
         actor, Critics(StateActionCritic(cfg.hidden_sizes, cfg.activation), 2), scale
     )
@@ -284,6 +268,9 @@ def make_sac_learner(cfg: SACConfig, spec: EnvSpec) -> Learner:
         act=functools.partial(act, nets),
         update=functools.partial(update, cfg, nets, txs, target_entropy),
         params=lambda state: state.actor_params,
+        action_value=lambda state, obs, action: nets.critics(
+            state.critic_params, obs, nets.scale.from_env(action)
+        ).min(axis=0),
     )
 
 

@@ -237,12 +237,12 @@ def restore_agent_states(directory: Path, like: Any) -> Any:
     knowing the env state's structure and without reading a buffer of gigabytes. Read-only: a
     run still writing there is left alone (no cleanup of its temporary directories)."""
     directory = Path(directory).absolute()
-    with ocp.CheckpointManager(
-        directory, options=ocp.CheckpointManagerOptions(read_only=True)
-    ) as manager:
-        step = manager.latest_step()
-    if step is None:
+    # The finished steps' directories (temporary ones are left out), read without a
+    # CheckpointManager: a read-only manager logs two warnings per load.
+    steps = ocp.utils.checkpoint_steps(directory) if directory.is_dir() else []
+    if not steps:
         raise FileNotFoundError(f"no checkpoint in {directory}")
+    step = max(steps)
     device = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
     target = {"agent_state": _without_buffer_items(like)}
     abstract = jax.tree.map(

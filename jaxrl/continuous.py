@@ -77,6 +77,24 @@ class Torso(nn.Module):
         return x
 
 
+class GaussianActor(nn.Module):
+    """Mean and log-std (clipped to [log_std_min, log_std_max]) of a pre-tanh Gaussian over the
+    normalised box: SAC's actor and the imitation learners' (`jaxrl.imitation`)."""
+
+    action_size: int
+    hidden_sizes: Sequence[int]
+    activation: str
+    log_std_min: float
+    log_std_max: float
+
+    @nn.compact
+    def __call__(self, obs: Array) -> tuple[Array, Array]:
+        x = Torso(self.hidden_sizes, self.activation)(obs.astype(jnp.float32))
+        mean = Dense(self.action_size)(x)
+        log_std = Dense(self.action_size)(x)
+        return mean, jnp.clip(log_std, self.log_std_min, self.log_std_max)
+
+
 class StateActionCritic(nn.Module):
     """Q(s, a) from the concatenated observation and (normalised) action."""
 

@@ -152,3 +152,9 @@ class Agent(NamedTuple):
     # Env steps every `train_step` counts, when that is fixed (a rollout of num_steps × envs);
     # None where it varies (whole episodes: ES, ERL, REINFORCE).
     steps_per_iteration: int | None = None
+    # The agent's critic in the env's units, for imitation learners that take it as the expert's
+    # cost-to-go (jaxrl/imitation.py); None where the agent has none of that kind.
+    # (state, batched obs, batched env actions) -> Q(s, a), the minimum over twin critics:
+    action_value: Callable[[PyTree, Array, Array], Array] | None = None
+    # (state, batched obs) -> V(s) in the env's reward units:
+    state_value: Callable[[PyTree, Array], Array] | None = None

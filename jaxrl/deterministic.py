@@ -287,4 +287,7 @@ def make_deterministic_learner(cfg: DeterministicConfig, spec: EnvSpec) -> Learn
         act=functools.partial(act, cfg, nets),
         update=functools.partial(update, cfg, nets),
         params=lambda state: state.actor_params,
+        action_value=lambda state, obs, action: nets.critics(
+            state.critic_params, obs, nets.scale.from_env(action)
+        ).min(axis=0),
     )

@@ -90,6 +90,8 @@ class Learner(NamedTuple):
     # (state, minibatch of transitions, key) -> (state, scalar metrics)
     update: Callable[[PyTree, Transition, Key], tuple[PyTree, Metrics]]
     params: Callable[[PyTree], PyTree]  # the policy's parameters (NaN checks, export)
+    # (state, batched obs, batched env actions) -> Q(s, a), min over twin critics (`Agent`'s)
+    action_value: Callable[[PyTree, Array, Array], Array] | None = None
 
 
 class OffPolicyState(NamedTuple):
@@ -299,4 +301,7 @@ def make_off_policy(
             [jnp.ravel(x) for x in jax.tree.leaves(learner.params(state.learner))]
         ),
         steps_per_iteration=cfg.iteration_steps,
+        action_value=None
+        if learner.action_value is None
+        else lambda state, obs, action: learner.action_value(state.learner, obs, action),
     )

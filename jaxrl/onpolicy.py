@@ -589,6 +589,15 @@ def act(
     return jax.vmap(one)(obs, jax.random.split(key, obs.shape[0]))
 
 
+def state_value(setup: OnPolicySetup, state: OnPolicyState, obs: Array) -> Array:
+    """V(s) of a batch of raw observations in the env's reward units: the critic learns the
+    scaled return where `return_normalization` is on, so its values are scaled back."""
+    values = jax.vmap(lambda o: forward(setup, state.params, state.obs_stats, o)[1])(obs)
+    if setup.cfg.return_normalization:
+        values = values * jnp.sqrt(state.return_stats.var + STD_EPS)
+    return values
+
+
 def flat_params(state: OnPolicyState) -> Array:
     return jnp.concatenate([jnp.ravel(x) for x in jax.tree.leaves(state.params)])
 
@@ -613,4 +622,5 @@ def make_on_policy(
         train_step=sharded_iteration,
         params=flat_params,
         steps_per_iteration=None if setup.episodic else setup.num_steps * setup.num_envs,
+        state_value=functools.partial(state_value, setup) if algorithm.critic else None,
     )

@@ -23,3 +23,22 @@ def assert_mean_at_least(summary: dict, threshold: float, key: str = "final_eval
     assert values.mean() >= threshold, (
         f"mean {key} over seeds {values.mean():.1f} < {threshold}: per seed {values.tolist()}"
     )
+
+
+def random_policy_return(env_id: str, episodes: int = 64) -> float:
+    """The mean return of uniformly random actions over `episodes` episodes (one per env of a
+    batch): the zero of a normalised score."""
+    import envs
+    from jaxrl.config import EnvConfig
+    from jaxrl.env import random_actions
+    from jaxrl.prng import make_key
+    from jaxrl.rollout import run_episodes
+
+    env = envs.make(EnvConfig(env_id), num_envs=episodes)
+    episodes_run = run_episodes(env, lambda obs, key: random_actions(env.spec, key), make_key(0))
+    return float(episodes_run.returns.mean())
+
+
+def normalized_scores(summary: dict, expert: float, random: float) -> np.ndarray:
+    """Each seed's final evaluation as (R − R_random) / (R_expert − R_random): 1 is the expert."""
+    return (seed_values(summary) - random) / (expert - random)

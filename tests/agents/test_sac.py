@@ -15,7 +15,6 @@ import pytest
 from learning import assert_mean_at_least
 
 import envs
-import jaxrl
 from agents.sac import (
     SACConfig,
     SACNetworks,
@@ -178,28 +177,16 @@ def test_discrete_actions_are_refused_before_compiling():
 
 
 @pytest.mark.slow
-def test_sac_learns_pendulum_in_20k_steps(tmp_path):
+def test_sac_learns_pendulum_in_20k_steps(pendulum_sac_expert):
     """SAC with 64-64 networks, Adam 1e-3 for actor and critics and 1,000 random warm-up steps
-    (the rest: SAC's defaults, one update per env step), 2 seeds in one program: the mean over
-    seeds of the final return (10 deterministic episodes) after 20k env steps reaches −250 (SB3
-    zoo: −157 ± 89 at 20k with 256-256). 256-256 networks learn as well but cost several times
-    the CPU time per update (benchmarks/offpolicy_pendulum.py measures both). The buffer holds
-    all 20k steps, so 20k behaves exactly as the default 1M. Measured on an AMD EPYC: −85.7 and
+    (the rest: SAC's defaults, one update per env step), 2 seeds in one program
+    (conftest.PENDULUM_SAC_EXPERT: the imitation tests' expert): the mean over seeds of the
+    final return (10 deterministic episodes) after 20k env steps reaches −250 (SB3 zoo: −157 ±
+    89 at 20k with 256-256). 256-256 networks learn as well but cost several times the CPU time
+    per update (benchmarks/offpolicy_pendulum.py measures both). The buffer holds all 20k
+    steps, so 20k behaves exactly as the default 1M. Measured on an AMD EPYC: −85.7 and
     −145.8; 25 s of training for both seeds."""
-    result = jaxrl.train(
-        "agent=sac",
-        "env=Pendulum-v1",
-        "num_seeds=2",
-        "agent.hidden_sizes=[64,64]",
-        "agent.actor_lr=1e-3",
-        "agent.critic_lr=1e-3",
-        "agent.learning_starts=1000",
-        "agent.buffer_size=20000",
-        "budget.env_steps=20000",
-        "eval.every=20",
-        *QUIET,
-        run_dir=tmp_path,
-    )
+    result = pendulum_sac_expert
     assert result.status == "completed"
     assert result.summary["env_steps"] == 20_000
     assert_mean_at_least(result.summary, -250)

@@ -1,0 +1,247 @@
+"""AggreVaTeD (Sun et al. 2017, "Deeply AggreVaTeD: Differentiable Imitation Learning for
+Sequential Prediction"): policy gradient on the expert's cost-to-go.
+
+Iteration n rolls in with the mixture α_n·expert + (1 − α_n)·learner (α_n = `mixture` decayed by
+`mixture_schedule`, × 0.9 per iteration by default) and keeps only that iteration's states (no
+replay across iterations). At those states the learner climbs E_{a∼π(·|s)}[Q̂*(s, a)]:
+
+* an expert with a state-action critic (SAC, TD3, DDPG: Q* = min of its twin critics; DQN) scores
+  actions the learner draws at the roll-in's states. For Box actions, `action_samples` per
+  state, with the paper's likelihood-ratio gradient (`estimator=likelihood_ratio`: loss
+  −E[log π(a|s)·Q̂*(s, a)]) or, by default, the reparameterised one (loss −E[Q*(s, a(ε))]/σ_Q,
+  a(ε) the tanh-Gaussian sample, σ_Q the batch's standard deviation): the critic's action
+  gradient has far less variance than the score function, and on Pendulum only it reached the
+  expert (benchmarks/results/imitation.md). For Discrete actions the expectation is exact
+  (loss −Σₐ π(a|s)·Q̂*(s, a));
+* an expert with a state-value critic (PPO, A2C) scores the learner's own roll-in steps by the
+  one-step advantage r + γ·V*(s′) − V*(s) (γ of the expert; no bootstrap past termination).
+
+Q̂* is normalised per minibatch: "baseline" subtracts the mean over the state's scored actions
+(the batch mean for the advantage) and divides by the batch's standard deviation; "minmax" maps
+the batch to [0, 1] (the original experiment's choice: every weight positive, so it also pulls
+toward bad actions). Steps are Adam's with global-norm clipping, or with `natural_gradient` one
+natural-gradient step per iteration of KL size `kl_step` (the paper's variant: conjugate
+gradient on Fisher-vector products of the KL). An entropy bonus is optional.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import ClassVar
+
+import jax
+import jax.numpy as jnp
+from jax.flatten_util import ravel_pytree
+
+from jaxrl.config import ConfigError, require
+from jaxrl.datatypes import Agent, Array, Key, Metrics, PyTree
+from jaxrl.env import Env
+from jaxrl.imitation import (
+    ImitationState,
+    Method,
+    MixtureConfig,
+    Rollin,
+    Setup,
+    expert_share,
+    kl_divergence,
+    load_expert,
+    make_imitation,
+    minibatch_updates,
+    mixture_acts,
+)
+
+NORMALIZATIONS = ("baseline", "minmax")
+ESTIMATORS = ("likelihood_ratio", "reparameterized")
+CG_ITERATIONS = 10  # conjugate-gradient iterations of the natural-gradient step (as TRPO's)
+CG_DAMPING = 0.1  # added to the Fisher-vector products: the Fisher of a small batch is singular
+
+
+@dataclass(frozen=True)
+class AggreVaTeDConfig(MixtureConfig):
+    """AggreVaTeD's keys on top of `MixtureConfig` (α = `mixture`); defaults follow the
+    original experiment's suggested settings (`../shared/reference/original-experiments.md`)."""
+
+    HYPERPARAMETERS: ClassVar[tuple[str, ...]] = (
+        "learning_rate",
+        "max_grad_norm",
+        "mixture",
+        "mixture_decay",
+        "entropy_coef",
+        "kl_step",
+    )
+
+    name: str = "aggrevated"
+    mixture_decay: float = 0.9
+    learner_samples: bool = True  # a policy gradient rolls the learner's own π in
+    log_std_max: float = 1.0
+    learning_rate: float = 3e-4
+    rollin_steps: int = 50  # many small iterations: each keeps only its own states
+    gradient_steps: int = 50
+    action_samples: int = 8  # Box actions scored per state by a Q* expert
+    normalization: str = "baseline"
+    estimator: str = "reparameterized"  # Box actions with a Q* expert, or "likelihood_ratio"
+    entropy_coef: float = 0.0
+    natural_gradient: bool = False
+    kl_step: float = 0.01  # the natural-gradient step's KL size
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        require(
+            self.normalization in NORMALIZATIONS,
+            f"agent.normalization={self.normalization!r} is not one of {', '.join(NORMALIZATIONS)}",
+        )
+        require(
+            self.estimator in ESTIMATORS,
+            f"agent.estimator={self.estimator!r} is not one of {', '.join(ESTIMATORS)}",
+        )
+        require(
+            self.action_samples >= 2 or self.normalization != "baseline",
+            f"agent.action_samples={self.action_samples}: the baseline is the mean over a "
+            f"state's sampled actions, so it needs >= 2 (or normalization=minmax)",
+        )
+        require(
+            self.action_samples >= 1, f"agent.action_samples={self.action_samples} must be >= 1"
+        )
+        require(self.entropy_coef >= 0, f"agent.entropy_coef={self.entropy_coef} must be >= 0")
+        require(self.kl_step > 0, f"agent.kl_step={self.kl_step} must be > 0")
+
+
+def normalized(cfg: AggreVaTeDConfig, score: Array, axis: int | None) -> Array:
+    """Q̂* of a minibatch: minus the mean along `axis` (None: the batch's) over the batch's
+    standard deviation ("baseline"), or min-max scaled to [0, 1] ("minmax")."""
+    score = jax.lax.stop_gradient(score)
+    if cfg.normalization == "minmax":
+        return (score - score.min()) / jnp.maximum(score.max() - score.min(), 1e-8)
+    centred = score - score.mean(axis=axis, keepdims=axis is not None)
+    return centred / jnp.maximum(centred.std(), 1e-8)
+
+
+def action_value_loss(
+    cfg: AggreVaTeDConfig, setup: Setup, params: PyTree, obs: Array, key: Key
+) -> tuple[Array, Metrics]:
+    """−E_{a∼π}[log π(a|s)·Q̂*(s, a)] over `obs` (Box: sampled actions), −Σₐ π(a|s)·Q̂*(s, a)
+    (Discrete), minus the entropy bonus."""
+    policy, q_star = setup.policy, setup.expert.action_value
+    dist = policy.dist(params, obs)
+    if policy.scale is None:
+        actions = jnp.arange(dist.logits.shape[-1], dtype=jnp.int32)
+        q = jax.vmap(lambda a: q_star(obs, jnp.full(obs.shape[:1], a)), out_axes=-1)(actions)
+        weight = normalized(cfg, q, axis=-1)
+        objective = jnp.sum(jax.nn.softmax(dist.logits) * weight, axis=-1)
+    elif cfg.estimator == "reparameterized":
+        raw = jax.vmap(dist.sample)(jax.random.split(key, cfg.action_samples))
+        q = jax.vmap(lambda r: q_star(obs, policy.env_action(dist, r)))(raw)  # [samples, batch]
+        objective = q / jax.lax.stop_gradient(jnp.maximum(q.std(), 1e-8))
+    else:
+        raw = jax.lax.stop_gradient(
+            jax.vmap(dist.sample)(jax.random.split(key, cfg.action_samples))
+        )
+        q = jax.vmap(lambda r: q_star(obs, policy.env_action(dist, r)))(raw)  # [samples, batch]
+        weight = normalized(cfg, q, axis=0)
+        objective = dist.log_prob(raw) * weight
+    entropy = dist.entropy().mean()
+    loss = -objective.mean() - cfg.entropy_coef * entropy
+    return loss, {"q_star": q.mean(), "entropy": entropy}
+
+
+def advantage_loss(
+    cfg: AggreVaTeDConfig, setup: Setup, params: PyTree, steps: Rollin, advantage: Array
+) -> tuple[Array, Metrics]:
+    """−E[log π(a|s)·Â] over the steps the learner acted in, minus the entropy bonus."""
+    policy = setup.policy
+    dist = policy.dist(params, steps.obs)
+    mine = ~steps.expert_acted
+    count = jnp.maximum(mine.sum(), 1)
+    mean = jnp.where(mine, advantage, 0).sum() / count
+    if cfg.normalization == "minmax":
+        low = jnp.where(mine, advantage, jnp.inf).min()
+        high = jnp.where(mine, advantage, -jnp.inf).max()
+        weight = (advantage - low) / jnp.maximum(high - low, 1e-8)
+    else:
+        std = jnp.sqrt(jnp.where(mine, (advantage - mean) ** 2, 0).sum() / count)
+        weight = (advantage - mean) / jnp.maximum(std, 1e-8)
+    log_prob = dist.log_prob(policy.raw_action(steps.action))
+    objective = jnp.where(mine, log_prob * jax.lax.stop_gradient(weight), 0).sum() / count
+    entropy = dist.entropy().mean()
+    return -objective - cfg.entropy_coef * entropy, {"advantage": mean, "entropy": entropy}
+
+
+def natural_gradient_step(
+    cfg: AggreVaTeDConfig,
+    setup: Setup,
+    state: ImitationState,
+    obs: Array,
+    loss_fn,
+) -> tuple[ImitationState, Metrics]:
+    """θ ← θ − √(2δ / dᵀFd)·d with F·d = ∇L solved by conjugate gradient, F the Hessian of the
+    mean KL(π_θ ‖ π_θ′) over `obs` at θ′ = θ: a step of KL ≈ δ = `kl_step`."""
+    policy = setup.policy
+    flat, unravel = ravel_pytree(state.params)
+    old = jax.lax.stop_gradient(policy.dist(state.params, obs))
+    (loss, metrics), grad = jax.value_and_grad(lambda f: loss_fn(unravel(f)), has_aux=True)(flat)
+    kl = lambda f: kl_divergence(old, policy.dist(unravel(f), obs)).mean()
+    fisher = lambda v: jax.jvp(jax.grad(kl), (flat,), (v,))[1] + CG_DAMPING * v
+    direction, _ = jax.scipy.sparse.linalg.cg(fisher, grad, maxiter=CG_ITERATIONS)
+    curvature = jnp.maximum(direction @ fisher(direction), 1e-12)
+    params = unravel(flat - jnp.sqrt(2 * cfg.kl_step / curvature) * direction)
+    return state._replace(params=params), {"loss": loss, **metrics}
+
+
+def update(
+    cfg: AggreVaTeDConfig, setup: Setup, state: ImitationState, record: Rollin, key: Key
+) -> tuple[ImitationState, Metrics]:
+    """Policy-gradient steps on this iteration's roll-in states."""
+    steps = jax.tree.map(lambda x: x.reshape(-1, *x.shape[2:]), record)
+    num_states = steps.obs.shape[0]
+    state = state._replace(labelled_steps=state.labelled_steps + num_states)
+    expert = setup.expert
+    if expert.action_value is not None:
+        if cfg.natural_gradient:
+            sample_key = key
+            loss_fn = lambda p: action_value_loss(cfg, setup, p, steps.obs, sample_key)
+            state, metrics = natural_gradient_step(cfg, setup, state, steps.obs, loss_fn)
+        else:
+
+            def loss_fn(params: PyTree, k: Key) -> tuple[Array, Metrics]:
+                index_key, sample_key = jax.random.split(k)
+                index = jax.random.randint(index_key, (cfg.batch_size,), 0, num_states)
+                return action_value_loss(cfg, setup, params, steps.obs[index], sample_key)
+
+            state, metrics = minibatch_updates(setup, state, loss_fn, key)
+    else:
+        next_value = expert.state_value(steps.next_obs)
+        advantage = (
+            steps.reward
+            + expert.gamma * (1.0 - steps.terminated.astype(jnp.float32)) * next_value
+            - expert.state_value(steps.obs)
+        )
+        if cfg.natural_gradient:
+            loss_fn = lambda p: advantage_loss(cfg, setup, p, steps, advantage)
+            state, metrics = natural_gradient_step(cfg, setup, state, steps.obs, loss_fn)
+        else:
+
+            def loss_fn(params: PyTree, k: Key) -> tuple[Array, Metrics]:
+                index = jax.random.randint(k, (cfg.batch_size,), 0, num_states)
+                batch = jax.tree.map(lambda x: x[index], steps)
+                return advantage_loss(cfg, setup, params, batch, advantage[index])
+
+            state, metrics = minibatch_updates(setup, state, loss_fn, key)
+    return state, {**metrics, "mixture": expert_share(cfg, state.iteration)}
+
+
+def make_aggrevated(cfg: AggreVaTeDConfig, env: Env) -> Agent:
+    """AggreVaTeD with the expert of `cfg`; an expert without a critic is refused."""
+    expert = load_expert(cfg, env.spec)
+    if expert.action_value is None and expert.state_value is None:
+        raise ConfigError(
+            f"agent '{cfg.name}' needs an expert with a critic for its cost-to-go: "
+            f"agent.expert={cfg.expert} is a '{expert.agent}' run, which has none (experts with "
+            f"one: sac, td3, ddpg, dqn, ppo, a2c)"
+        )
+    method = Method(
+        expert_acts=functools.partial(mixture_acts, cfg),
+        update=functools.partial(update, cfg),
+        dataset=lambda setup: (),
+    )
+    return make_imitation(cfg, env, method, expert)
