@@ -101,3 +101,26 @@ def test_aggrevated_reaches_the_expert_from_its_twin_critics(pendulum_sac_expert
     expert_return = pendulum_sac_expert.summary["runs"][0]["final_eval_return"]
     scores = normalized_scores(result.summary, expert_return, random_policy_return("Pendulum-v1"))
     assert scores.mean() >= 0.7, scores
+
+
+def test_advantage_loss_uses_only_the_learners_steps_by_hand():
+    """A V* expert (PPO, A2C): Â = r + γV*(s′) − V*(s) is normalised over the steps the learner
+    acted in (mean and std of those), and only they enter −mean(log π(a|s)·Â)."""
+    from agents.aggrevated import advantage_loss
+    from jaxrl.imitation import Rollin
+
+    cfg = AggreVaTeDConfig(hidden_sizes=(8,))
+    setup = setup_with_critic("CartPole-v1", None, cfg)
+    obs = jax.random.normal(make_key(0), (4, 4))
+    params = setup.policy.actor.init(make_key(1), obs[0])
+    action = jnp.array([1, 0, 1, 1], jnp.int32)
+    by_expert = jnp.array([False, True, False, False])
+    advantage = jnp.array([1.0, 50.0, 3.0, 5.0])  # the expert's 50 is left out
+    steps = Rollin(obs, action, action, by_expert, jnp.zeros(4), jnp.zeros(4, bool), obs)
+    loss, _ = advantage_loss(cfg, setup, params, steps, advantage)
+    logits = np.asarray(setup.policy.actor.apply(params, obs), np.float64)
+    log_p = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    mine = [0, 2, 3]
+    weight = (np.array([1.0, 3.0, 5.0]) - 3.0) / np.sqrt(8 / 3)
+    expected = -np.mean(log_p[mine, np.asarray(action)[mine]] * weight)
+    np.testing.assert_allclose(float(loss), expected, rtol=1e-5)

@@ -271,3 +271,24 @@ def es_pendulum_run(tmp_path_factory):
         run_dir=run_dir,
     )
     return run_dir
+
+
+def test_a_ppo_experts_state_value_is_in_reward_units():
+    """PPO's critic learns the return scaled by 1/σ_R where return_normalization is on:
+    `state_value` scales it back, V·√(σ_R² + ε) — here σ_R² = 4 (count 10, m2 40)."""
+    from agents.ppo import PPOConfig, make_ppo
+    from jaxrl.normalize import RunningStats
+    from jaxrl.onpolicy import STD_EPS
+
+    env = envs.make(EnvConfig("CartPole-v1"), num_envs=4)
+    obs = jax.random.normal(make_key(0), (3, 4))
+    values = {}
+    for normalise in (False, True):
+        agent = make_ppo(PPOConfig(return_normalization=normalise), env, 1e4)
+        state = agent.init(make_key(1))
+        state = state._replace(
+            return_stats=RunningStats(jnp.float32(10), jnp.zeros(()), jnp.float32(40))
+        )
+        values[normalise] = np.asarray(agent.state_value(state, obs))
+    assert np.all(values[False] != 0)
+    np.testing.assert_allclose(values[True], values[False] * math.sqrt(4 + STD_EPS), rtol=1e-6)
