@@ -31,29 +31,12 @@ if jax.default_backend() != "cpu":
     jax.config.update("jax_default_matmul_precision", "highest")
 
 
-# The Pendulum SAC expert of the imitation tests is test_sac's learning run: one training serves
-# both (about 50 s on 2 cores), and the imitation notebook receives its directory through
-# JAXRL_PENDULUM_EXPERT instead of training its own.
-PENDULUM_SAC_EXPERT = (
-    "agent=sac",
-    "env=Pendulum-v1",
-    "num_seeds=2",
-    "agent.hidden_sizes=[64,64]",
-    "agent.actor_lr=1e-3",
-    "agent.critic_lr=1e-3",
-    "agent.learning_starts=1000",
-    "agent.buffer_size=20000",
-    "budget.env_steps=20000",
-    "eval.every=20",
-    "log.progress=false",
-    "log.tensorboard=false",
-)
-
-
 @pytest.fixture(scope="session")
 def pendulum_sac_expert(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    """SAC with 64-64 networks, Adam 1e-3 and 1,000 random warm-up steps on Pendulum-v1 for 20k
-    steps, 2 seeds in one program: the `RunResult`."""
+    """The imitation tests' expert (learning.PENDULUM_SAC_EXPERT), which is also test_sac's
+    learning run: one training serves both (about 50 s on 2 cores); the `RunResult`."""
+    from learning import PENDULUM_SAC_EXPERT
+
     import jaxrl
 
     return jaxrl.train(*PENDULUM_SAC_EXPERT, run_dir=tmp_path_factory.mktemp("sac_expert"))

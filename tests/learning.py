@@ -10,6 +10,24 @@ from __future__ import annotations
 
 import numpy as np
 
+# The Pendulum SAC expert of the imitation tests (conftest.pendulum_sac_expert, also test_sac's
+# learning run), of benchmarks/imitation.py and of notebooks/04_imitation.ipynb: SAC with 64-64
+# networks, Adam 1e-3 and 1,000 random warm-up steps for 20k steps, 2 seeds in one program.
+PENDULUM_SAC_EXPERT = (
+    "agent=sac",
+    "env=Pendulum-v1",
+    "num_seeds=2",
+    "agent.hidden_sizes=[64,64]",
+    "agent.actor_lr=1e-3",
+    "agent.critic_lr=1e-3",
+    "agent.learning_starts=1000",
+    "agent.buffer_size=20000",
+    "budget.env_steps=20000",
+    "eval.every=20",
+    "log.progress=false",
+    "log.tensorboard=false",
+)
+
 
 def seed_values(summary: dict, key: str = "final_eval_return") -> np.ndarray:
     """`key` of every seed's row of a run's summary."""
