@@ -223,8 +223,10 @@ def _final_eval_return(run_dir: Path, seed: int, grid_point: int | None) -> floa
         rows = json.loads((run_dir / "summary.json").read_text())["runs"]
     except (OSError, ValueError, KeyError):
         return math.nan
+    # A grid run's rows carry their point; a null expert_grid_point means its first (as load).
+    point = grid_point if grid_point is not None or "grid_point" not in rows[0] else 0
     for row in rows:
-        if row.get("seed") == seed and row.get("grid_point", grid_point) == grid_point:
+        if row.get("seed") == seed and row.get("grid_point") == point:
             value = row.get("final_eval_return")
             return math.nan if value is None else float(value)
     return math.nan

@@ -5,6 +5,7 @@ experts, through the Python API and through the CLI (one line, exit status 2).""
 
 from __future__ import annotations
 
+import json
 import math
 
 import jax
@@ -292,3 +293,18 @@ def test_a_ppo_experts_state_value_is_in_reward_units():
         values[normalise] = np.asarray(agent.state_value(state, obs))
     assert np.all(values[False] != 0)
     np.testing.assert_allclose(values[True], values[False] * math.sqrt(4 + STD_EPS), rtol=1e-6)
+
+
+def test_a_grid_experts_return_is_its_first_points_by_default(tmp_path):
+    """summary.json rows of a grid run carry grid_point: a null expert_grid_point reads point 0."""
+    from jaxrl.imitation import _final_eval_return
+
+    rows = [
+        {"grid_point": 0, "seed": 0, "final_eval_return": -100.0},
+        {"grid_point": 1, "seed": 0, "final_eval_return": -200.0},
+    ]
+    (tmp_path / "summary.json").write_text(json.dumps({"runs": rows}))
+    assert _final_eval_return(tmp_path, 0, None) == -100.0
+    assert _final_eval_return(tmp_path, 0, 1) == -200.0
+    (tmp_path / "summary.json").write_text('{"runs": [{"seed": 0, "final_eval_return": -5.0}]}')
+    assert _final_eval_return(tmp_path, 0, None) == -5.0
