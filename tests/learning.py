@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-# The Pendulum SAC expert of the imitation tests (conftest.pendulum_sac_expert, also test_sac's
-# learning run), of benchmarks/imitation.py and of notebooks/04_imitation.ipynb: SAC with 64-64
-# networks, Adam 1e-3 and 1,000 random warm-up steps for 20k steps, 2 seeds in one program.
-PENDULUM_SAC_EXPERT = (
-    "agent=sac",
+# The off-policy agents' Pendulum recipe (tests of SAC, TD3, DDPG): 64-64 networks, Adam 1e-3,
+# 1,000 random warm-up steps, a buffer of all 20k steps, 2 seeds in one program.
+PENDULUM_OFF_POLICY_20K = (
     "env=Pendulum-v1",
     "num_seeds=2",
     "agent.hidden_sizes=[64,64]",
@@ -24,6 +22,12 @@ PENDULUM_SAC_EXPERT = (
     "agent.buffer_size=20000",
     "budget.env_steps=20000",
     "eval.every=20",
+)
+# The Pendulum SAC expert of the imitation tests (conftest.pendulum_sac_expert, also test_sac's
+# learning run), of benchmarks/imitation.py and of notebooks/04_imitation.ipynb.
+PENDULUM_SAC_EXPERT = (
+    "agent=sac",
+    *PENDULUM_OFF_POLICY_20K,
     "log.progress=false",
     "log.tensorboard=false",
 )

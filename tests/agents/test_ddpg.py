@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from learning import assert_mean_at_least
+from learning import PENDULUM_OFF_POLICY_20K, assert_mean_at_least
 
 import envs
 import jaxrl
@@ -104,15 +104,7 @@ def test_ddpg_learns_pendulum_in_20k_steps(tmp_path):
     −157.9; 22 s of training."""
     result = jaxrl.train(
         "agent=ddpg",
-        "env=Pendulum-v1",
-        "num_seeds=2",
-        "agent.hidden_sizes=[64,64]",
-        "agent.actor_lr=1e-3",
-        "agent.critic_lr=1e-3",
-        "agent.learning_starts=1000",
-        "agent.buffer_size=20000",
-        "budget.env_steps=20000",
-        "eval.every=20",
+        *PENDULUM_OFF_POLICY_20K,
         *QUIET,
         run_dir=tmp_path,
     )
