@@ -197,18 +197,10 @@ def update(
     state = state._replace(labelled_steps=state.labelled_steps + num_states)
     expert = setup.expert
     if expert.action_value is not None:
-        if cfg.natural_gradient:
-            sample_key = key
-            loss_fn = lambda p: action_value_loss(cfg, setup, p, steps.obs, sample_key)
-            state, metrics = natural_gradient_step(cfg, setup, state, steps.obs, loss_fn)
-        else:
 
-            def loss_fn(params: PyTree, k: Key) -> tuple[Array, Metrics]:
-                index_key, sample_key = jax.random.split(k)
-                index = jax.random.randint(index_key, (cfg.batch_size,), 0, num_states)
-                return action_value_loss(cfg, setup, params, steps.obs[index], sample_key)
+        def loss_on(params: PyTree, index: Array, k: Key) -> tuple[Array, Metrics]:
+            return action_value_loss(cfg, setup, params, steps.obs[index], k)
 
-            state, metrics = minibatch_updates(setup, state, loss_fn, key)
     else:
         next_value = expert.state_value(steps.next_obs)
         advantage = (
@@ -216,17 +208,23 @@ def update(
             + expert.gamma * (1.0 - steps.terminated.astype(jnp.float32)) * next_value
             - expert.state_value(steps.obs)
         )
-        if cfg.natural_gradient:
-            loss_fn = lambda p: advantage_loss(cfg, setup, p, steps, advantage)
-            state, metrics = natural_gradient_step(cfg, setup, state, steps.obs, loss_fn)
-        else:
 
-            def loss_fn(params: PyTree, k: Key) -> tuple[Array, Metrics]:
-                index = jax.random.randint(k, (cfg.batch_size,), 0, num_states)
-                batch = jax.tree.map(lambda x: x[index], steps)
-                return advantage_loss(cfg, setup, params, batch, advantage[index])
+        def loss_on(params: PyTree, index: Array, k: Key) -> tuple[Array, Metrics]:
+            batch = jax.tree.map(lambda x: x[index], steps)
+            return advantage_loss(cfg, setup, params, batch, advantage[index])
 
-            state, metrics = minibatch_updates(setup, state, loss_fn, key)
+    if cfg.natural_gradient:
+        every_state = jnp.arange(num_states)
+        loss_fn = lambda p: loss_on(p, every_state, key)
+        state, metrics = natural_gradient_step(cfg, setup, state, steps.obs, loss_fn)
+    else:
+
+        def loss_fn(params: PyTree, k: Key) -> tuple[Array, Metrics]:
+            index_key, loss_key = jax.random.split(k)
+            index = jax.random.randint(index_key, (cfg.batch_size,), 0, num_states)
+            return loss_on(params, index, loss_key)
+
+        state, metrics = minibatch_updates(setup, state, loss_fn, key)
     return state, {**metrics, "mixture": expert_share(cfg, state.iteration)}
 
 
