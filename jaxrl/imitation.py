@@ -21,12 +21,11 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, NamedTuple
+from typing import ClassVar, NamedTuple
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
-import numpy as np
 import optax
 
 from jaxrl import replay
@@ -163,25 +162,13 @@ def load_expert(cfg: ImitationConfig, spec: EnvSpec) -> Expert:
             f"agent.expert={cfg.expert} was trained on env '{expert.spec.name}'; this run's env "
             f"is '{spec.name}' (the expert must act in the learner's env)"
         )
-    for what in ("observation_space", "action_space"):
-        if not _same_space(getattr(expert.spec, what), getattr(spec, what)):
+    for what in ("observation_space", "action_space"):  # as the run directories record them
+        if expert.spec.to_json()[what] != spec.to_json()[what]:
             raise ConfigError(
                 f"agent.expert={cfg.expert}: its {what} {getattr(expert.spec, what)} is not this "
                 f"run's {getattr(spec, what)}"
             )
     return expert
-
-
-def _same_space(a: Any, b: Any) -> bool:
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, Discrete):
-        return a.n == b.n
-    return (
-        a.shape == b.shape
-        and np.array_equal(np.asarray(a.low, np.float32), np.asarray(b.low, np.float32))
-        and np.array_equal(np.asarray(a.high, np.float32), np.asarray(b.high, np.float32))
-    )
 
 
 @functools.lru_cache(maxsize=8)
