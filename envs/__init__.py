@@ -1,6 +1,7 @@
 """Environments of every family behind one constructor: `envs.make(cfg) -> Env`.
 
-The family is read off the name: bare ids are JAX-native (gymnax's and our `FourRooms-v0`),
+The family is read off the name: bare ids are JAX-native (gymnax's, our `FourRooms-v0` and our
+hybrid-action envs `Platform-v0`, `Goal-v0`, `HardMove-v0`),
 `brax/<name>` Brax, `gym/<any Gymnasium id>`, `bullet/<id>`, `pixel/<id>` and `ALE/<Game>-v5`
 run on the host through `envs.host`. Families are imported when used, so `import envs` stays
 light: async host pools start worker processes that import it without JAX.
@@ -60,9 +61,18 @@ GYMNAX_MAX_EPISODE_STEPS = {
 # at 1000 steps as Bacon, Harb & Precup's transfer experiment did.
 FOURROOMS_MAX_EPISODE_STEPS = {"FourRooms-v0": 1000}
 
+# Our JAX-native envs with hybrid (parameterised) actions (envs/hybrid.py), with the episode caps
+# HyAR (Li et al. 2022) ran them with; each env's module says where its cap comes from.
+HARDMOVE = "HardMove-v0"
+HYBRID_MAX_EPISODE_STEPS = {"Platform-v0": 200, "Goal-v0": 99, HARDMOVE: 30}
+
 
 def _jax_native() -> tuple[str, ...]:
-    return tuple(GYMNAX_MAX_EPISODE_STEPS) + tuple(FOURROOMS_MAX_EPISODE_STEPS)
+    return (
+        tuple(GYMNAX_MAX_EPISODE_STEPS)
+        + tuple(FOURROOMS_MAX_EPISODE_STEPS)
+        + tuple(HYBRID_MAX_EPISODE_STEPS)
+    )
 
 
 def registered() -> tuple[str, ...]:
@@ -125,6 +135,10 @@ def config_for(env_id: str) -> EnvConfig:
         from envs.fourrooms import FourRoomsConfig
 
         return FourRoomsConfig(id=env_id)
+    if env_id == HARDMOVE:
+        from envs.hybrid import HardMoveConfig
+
+        return HardMoveConfig(id=env_id)
     if env_id in _jax_native():
         return EnvConfig(id=env_id)
     check_id(env_id)  # raises, naming the valid envs
@@ -141,6 +155,10 @@ def make(cfg: EnvConfig, num_envs: int | None = None) -> Env:
         from envs.fourrooms import make_fourrooms
 
         return make_fourrooms(_as_family_config(cfg), n)
+    if cfg.id in HYBRID_MAX_EPISODE_STEPS:
+        from envs.hybrid import make_hybrid
+
+        return make_hybrid(_as_family_config(cfg), n)
     if namespace is None and cfg.id in _jax_native():
         from envs.gymnax_envs import make_gymnax
 

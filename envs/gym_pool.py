@@ -4,10 +4,13 @@
 `AsyncVectorEnv` with one worker process per env) in same-step auto-reset mode, turns their
 object-array `final_obs` info into a dense array and keeps the episode statistics. Observations are
 float32 (uint8 images stay uint8; a Discrete observation becomes a one-hot vector), Discrete actions
-int, Box actions the env's dtype. The episode cap is the Gymnasium spec's `max_episode_steps`
-(its TimeLimit wrapper truncates), or `env.max_episode_steps`, or for an env that truncates by
-itself (`pixel/CartPole-v1` counts CartPole steps, not agent steps) its `max_episode_steps`
-attribute. A step that terminates at the cap is terminated only, as everywhere in jaxrl.
+int, Box actions the env's dtype; parameterised actions (gym-platform's `Tuple(Discrete(K),
+Tuple(Box_1, ..., Box_K))`, or `Tuple(Discrete(K), Box)`) are our `Hybrid` (choice, flat
+parameters), put back into the env's nesting on every step. The episode cap is the Gymnasium
+spec's `max_episode_steps` (its TimeLimit wrapper truncates), or `env.max_episode_steps`, or for an
+env that truncates by itself (`pixel/CartPole-v1` counts CartPole steps, not agent steps) its
+`max_episode_steps` attribute. A step that terminates at the cap is terminated only, as everywhere
+in jaxrl.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
 
 from envs.host import POOL_MODES, HostEnv, HostEnvConfig, HostEnvError, HostStep
 from jaxrl.config import ConfigError
-from jaxrl.datatypes import Box, Discrete, EnvSpec, Space
+from jaxrl.datatypes import Box, Discrete, EnvSpec, Hybrid, Space
 
 GYM_PREFIX = "gym/"
 # Our Gymnasium namespaces: the module whose import registers them (in every worker too).
@@ -95,7 +98,7 @@ def _observation(space: gym_spaces.Space, name: str) -> tuple[Box, Callable[[Any
     )
 
 
-def _action(space: gym_spaces.Space, name: str) -> tuple[Space, Callable[[np.ndarray], Any]]:
+def _action(space: gym_spaces.Space, name: str) -> tuple[Space, Callable[[Any], Any]]:
     """Our action space and the conversion of a batch of our actions to the env's."""
     if isinstance(space, gym_spaces.Discrete):
         start = int(space.start)
@@ -103,7 +106,56 @@ def _action(space: gym_spaces.Space, name: str) -> tuple[Space, Callable[[np.nda
     if isinstance(space, gym_spaces.Box):
         box = Box(space.low.astype(np.float32), space.high.astype(np.float32), tuple(space.shape))
         return box, lambda a: np.asarray(a, space.dtype)
-    raise ConfigError(f"env '{name}': action space {space} is not supported; valid: Box, Discrete")
+    if _is_hybrid(space):
+        return _hybrid_action(space)
+    raise ConfigError(
+        f"env '{name}': action space {space} is not supported; valid: Box, Discrete, "
+        f"Tuple(Discrete(K), Tuple(Box_1, ..., Box_K)) or Tuple(Discrete(K), Box)"
+    )
+
+
+def _is_hybrid(space: gym_spaces.Space) -> bool:
+    """gym-platform's parameterised actions, `Tuple(Discrete(K), Tuple(Box_1, ..., Box_K))` (choice
+    k's parameters in Box k), or `Tuple(Discrete(K), Box)` (every choice reads the one Box)."""
+    if not (isinstance(space, gym_spaces.Tuple) and len(space.spaces) == 2):
+        return False
+    choices, parameters = space.spaces
+    if not isinstance(choices, gym_spaces.Discrete):
+        return False
+    if isinstance(parameters, gym_spaces.Box):
+        return True
+    return (
+        isinstance(parameters, gym_spaces.Tuple)
+        and len(parameters.spaces) == int(choices.n)
+        and all(isinstance(box, gym_spaces.Box) for box in parameters.spaces)
+    )
+
+
+def _hybrid_action(space: gym_spaces.Tuple) -> tuple[Hybrid, Callable[[Any], Any]]:
+    """Our Hybrid space of a parameterised action space (`_is_hybrid`): the Boxes flattened side by
+    side; a batch of our (choices, parameters) goes back to the env's nesting."""
+    choices, parameters = space.spaces
+    per_choice = isinstance(parameters, gym_spaces.Tuple)
+    boxes = parameters.spaces if per_choice else (parameters,)
+    ends = np.cumsum([int(np.prod(box.shape)) for box in boxes]).tolist()
+    box_slices = tuple(zip([0, *ends[:-1]], ends, strict=True))
+    low = np.concatenate([np.ravel(box.low) for box in boxes]).astype(np.float32)
+    high = np.concatenate([np.ravel(box.high) for box in boxes]).astype(np.float32)
+    n, start = int(choices.n), int(choices.start)
+    hybrid = Hybrid(
+        Discrete(n), Box(low, high, low.shape), box_slices if per_choice else box_slices * n
+    )
+
+    def to_env(actions: tuple[np.ndarray, np.ndarray]) -> tuple[Any, Any]:
+        choice, flat = actions
+        flat = np.asarray(flat)
+        parts = tuple(
+            np.asarray(flat[:, a:b], box.dtype).reshape(len(flat), *box.shape)
+            for box, (a, b) in zip(boxes, box_slices, strict=True)
+        )
+        return np.asarray(choice, np.int64) + start, parts if per_choice else parts[0]
+
+    return hybrid, to_env
 
 
 class GymnasiumPool:
@@ -157,11 +209,11 @@ class GymnasiumPool:
         self._length[:] = 0
         return self._obs(obs)
 
-    def step(self, actions: np.ndarray) -> HostStep:
+    def step(self, actions: Any) -> HostStep:
         self.step_async(actions)
         return self.step_wait()
 
-    def step_async(self, actions: np.ndarray) -> None:
+    def step_async(self, actions: Any) -> None:
         """Start a step: async workers begin at once, so the bridge overlaps several pools (one
         per vmapped seed); a sync pool only takes the actions."""
         self._actions = self._act(actions)

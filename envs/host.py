@@ -56,7 +56,7 @@ from jax.experimental import io_callback
 from jax.experimental.buffer_callback import buffer_callback
 
 from jaxrl.config import EnvConfig, require
-from jaxrl.datatypes import Array, EnvSpec, Key, TimeStep
+from jaxrl.datatypes import Action, Array, EnvSpec, Key, TimeStep
 from jaxrl.env import episode_info
 
 
@@ -82,7 +82,8 @@ class HostPool(Protocol):
 
     def reset(self, seed: int) -> np.ndarray: ...  # first observations [n, ...]
 
-    def step(self, actions: np.ndarray) -> HostStep: ...
+    # actions: [n, ...], or (choices [n], parameters [n, P]) for a Hybrid action space
+    def step(self, actions: Any) -> HostStep: ...
 
     def close(self) -> None: ...
 
@@ -187,7 +188,8 @@ class _Registry:
             self.sites[owner, site] = handles
         return np.asarray(handles, np.int32), np.stack(obs)
 
-    def step(self, owner: int, name: str, handles: np.ndarray, actions: np.ndarray) -> HostStep:
+    def step(self, owner: int, name: str, handles: np.ndarray, actions: Sequence[Any]) -> HostStep:
+        """Step the pool of each handle with its actions (`actions[i]`: pool i's batch)."""
         ids = handles.tolist()
         with self.lock:
             if len(set(ids)) < len(ids):
@@ -221,7 +223,7 @@ class _Registry:
         return slot
 
     def _overlapped(
-        self, name: str, handles: list[int], slots: list[_Slot], actions: np.ndarray
+        self, name: str, handles: list[int], slots: list[_Slot], actions: Sequence[Any]
     ) -> list[HostStep]:
         """Step pools that can start a step and finish it later (async workers) all at once. A
         failure closes every pool of the call: the others may be left mid-step."""
@@ -408,8 +410,9 @@ class HostEnv:
         info = episode_info(zeros_f, jnp.zeros((n,), jnp.int32), zeros_b)
         return handle, TimeStep(obs, zeros_f, zeros_b, zeros_b, obs, info)
 
-    def step(self, state: Array, action: Array, key: Key) -> tuple[Array, TimeStep]:
-        """One host call for the whole pool; `key` is unused (host envs draw their own noise)."""
+    def step(self, state: Array, action: Action, key: Key) -> tuple[Array, TimeStep]:
+        """One host call for the whole pool; `key` is unused (host envs draw their own noise). A
+        hybrid action's choices and parameters travel as two arrays, each pool getting its pair."""
         n, owner, name = self.spec.num_envs, self._owner, self.spec.name
         obs = self._obs_struct()
         per_env = lambda dtype: jax.ShapeDtypeStruct((n,), dtype)
@@ -425,11 +428,13 @@ class HostEnv:
             per_env(jnp.bool_),
         )
 
-        def host(handles: np.ndarray, actions: np.ndarray) -> tuple[np.ndarray, ...]:
-            return (handles, *_REGISTRY.step(owner, name, handles, actions))
+        def host(handles: np.ndarray, *actions: np.ndarray) -> tuple[np.ndarray, ...]:
+            per_pool = actions[0] if len(actions) == 1 else list(zip(*actions, strict=True))
+            return (handles, *_REGISTRY.step(owner, name, handles, per_pool))
 
-        action = jnp.asarray(action)
-        handle, *fields = _host_call(host, (0, action.ndim), outs, self.callback)(state, action)
+        parts = [jnp.asarray(a) for a in (action if isinstance(action, tuple) else (action,))]
+        call = _host_call(host, (0, *(a.ndim for a in parts)), outs, self.callback)
+        handle, *fields = call(state, *parts)
         ts = HostStep(*fields)
         info = episode_info(ts.episode_return, ts.episode_length, ts.episode_done)
         return handle, TimeStep(ts.obs, ts.reward, ts.terminated, ts.truncated, ts.final_obs, info)

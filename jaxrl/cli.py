@@ -61,7 +61,11 @@ def register_configs(env_ids: Collection[str], agent_names: Collection[str]) -> 
     for env_id in dict.fromkeys((*envs.registered(), *env_ids)):
         # `brax/hopper` is option `hopper` of the nested group `env/brax`.
         group, _, name = f"env/{env_id}".rpartition("/")
-        _store(group, name, _schema(envs.config_for(env_id)) if env_id in env_ids else None)
+        node = _schema(envs.config_for(env_id)) if env_id in env_ids else None
+        if node is not None and "kwargs" in node:
+            # `env.kwargs.<k>=v` adds a keyword as `+env.kwargs.<k>=v` does (the env checks them).
+            OmegaConf.set_struct(node.kwargs, False)
+        _store(group, name, node)
 
 
 _STORED: set[str] = set()  # the ConfigStore paths that hold a schema, not a stand-in

@@ -18,7 +18,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrl.config import ConfigError
-from jaxrl.datatypes import Array, Box, EnvSpec, Key, PyTree
+from jaxrl.datatypes import Array, Box, Discrete, EnvSpec, Key, PyTree
+from jaxrl.env import describe_actions
 from jaxrl.networks import Dense, activation
 
 
@@ -40,9 +41,11 @@ def box_actions(spec: EnvSpec, agent: str) -> ActionScale:
     anything compiles (a tanh actor needs finite bounds to squash into)."""
     space = spec.action_space
     if not isinstance(space, Box):
+        discrete = isinstance(space, Discrete)
+        hint = " (use a discrete-action agent such as dqn or ppo)" if discrete else ""
         raise ConfigError(
             f"agent '{agent}' needs continuous (Box) actions; env '{spec.name}' has "
-            f"{space.n} discrete actions (use a discrete-action agent such as dqn or ppo)"
+            f"{describe_actions(space)}{hint}"
         )
     if len(space.shape) != 1:
         raise ConfigError(

@@ -40,7 +40,33 @@ class Box:
         return bool(np.all(np.isfinite(self.low)) and np.all(np.isfinite(self.high)))
 
 
-Space = Discrete | Box
+@dataclass(frozen=True)
+class Hybrid:
+    """A parameterised action (Masson, Ranchod & Konidaris 2016): a discrete choice k plus the
+    continuous parameters of choice k. Every choice's parameters sit flattened in one Box, choice
+    k's at `parameters[slices[k][0]:slices[k][1]]`: gym-platform's `Tuple(Discrete(K),
+    Tuple(Box_1, ..., Box_K))` flattened, so that an action is the pair (choice int32[],
+    parameters float32[P]) and a policy can give every choice's parameters at once (P-DQN, HyAR).
+    Slices may be empty (a choice without parameters) or shared (`Tuple(Discrete(K), Box)`)."""
+
+    choices: Discrete
+    parameters: Box
+    slices: tuple[tuple[int, int], ...]
+
+    def __post_init__(self) -> None:
+        if len(self.parameters.shape) != 1:
+            raise ValueError(f"hybrid parameters must be flat (1-D); got {self.parameters.shape}")
+        if len(self.slices) != self.choices.n:
+            raise ValueError(f"{len(self.slices)} parameter slices for {self.choices.n} choices")
+        size = self.parameters.shape[0]
+        for start, stop in self.slices:
+            if not 0 <= start <= stop <= size:
+                raise ValueError(f"parameter slice ({start}, {stop}) is not within [0, {size}]")
+
+
+Space = Discrete | Box | Hybrid
+# An env action batch: one array, or (choice int32[B], parameters float32[B, P]) for Hybrid.
+Action = Array | tuple[Array, Array]
 
 
 @dataclass(frozen=True)
@@ -54,6 +80,9 @@ class EnvSpec:
     num_envs: int
     max_episode_steps: int
     vmappable: bool = True  # False: host envs that cannot be batched beyond their pool
+    # True: episode statistics carry `episode_success` (the env defines success: a goal reached),
+    # so evaluations report a success rate.
+    reports_success: bool = False
 
     def to_json(self) -> dict[str, Any]:
         """The spec as JSON data: a run directory keeps it (`env_spec.json`) so that its policy
@@ -66,6 +95,7 @@ class EnvSpec:
             "num_envs": self.num_envs,
             "max_episode_steps": self.max_episode_steps,
             "vmappable": self.vmappable,
+            "reports_success": self.reports_success,
         }
 
     @classmethod
@@ -80,6 +110,13 @@ class EnvSpec:
 
 
 def _space_to_json(space: Space) -> dict[str, Any]:
+    if isinstance(space, Hybrid):
+        return {
+            "type": "Hybrid",
+            "choices": _space_to_json(space.choices),
+            "parameters": _space_to_json(space.parameters),
+            "slices": [list(s) for s in space.slices],
+        }
     dtype = np.dtype(space.dtype).name
     if isinstance(space, Discrete):
         return {"type": "Discrete", "n": space.n, "dtype": dtype}
@@ -99,6 +136,11 @@ def _space_to_json(space: Space) -> dict[str, Any]:
 
 
 def _space_from_json(data: dict[str, Any]) -> Space:
+    if data["type"] == "Hybrid":
+        choices = _space_from_json(data["choices"])
+        parameters = _space_from_json(data["parameters"])
+        assert isinstance(choices, Discrete) and isinstance(parameters, Box)
+        return Hybrid(choices, parameters, tuple((start, stop) for start, stop in data["slices"]))
     if data["type"] == "Discrete":
         return Discrete(data["n"], dtype=np.dtype(data["dtype"]).type)
     shape, dtype = tuple(data["shape"]), np.dtype(data["dtype"])

@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxrl.config import ConfigError
-from jaxrl.datatypes import Array, Box, Discrete, EnvSpec, Key, TimeStep
+from jaxrl.datatypes import Action, Array, Box, Discrete, EnvSpec, Hybrid, Key, Space, TimeStep
 
 
 class Env(Protocol):
@@ -25,7 +25,7 @@ class Env(Protocol):
 
     def reset(self, key: Key) -> tuple[Any, TimeStep]: ...
 
-    def step(self, state: Any, action: Array, key: Key) -> tuple[Any, TimeStep]: ...
+    def step(self, state: Any, action: Action, key: Key) -> tuple[Any, TimeStep]: ...
 
     def with_num_envs(self, num_envs: int) -> Env: ...
 
@@ -35,7 +35,7 @@ class EnvCore(NamedTuple):
     obs, reward, terminated)`. Time limits are not its business."""
 
     reset: Callable[[Key], tuple[Any, Array]]
-    step: Callable[[Key, Any, Array], tuple[Any, Array, Array, Array]]
+    step: Callable[[Key, Any, Action], tuple[Any, Array, Array, Array]]
 
 
 class VectorState(NamedTuple):
@@ -45,14 +45,20 @@ class VectorState(NamedTuple):
     episode_length: Array  # int32[B]
 
 
-def episode_info(episode_return: Array, episode_length: Array, done: Array) -> dict[str, Array]:
+def episode_info(
+    episode_return: Array, episode_length: Array, done: Array, success: Array | None = None
+) -> dict[str, Array]:
     """Episode statistics as every family reports them: values are those of the episode that ended
-    at this step and are meaningful only where `episode_done`."""
-    return {
+    at this step and are meaningful only where `episode_done`. `success` (envs whose spec
+    `reports_success`): whether that episode ended in success."""
+    info = {
         "episode_return": episode_return,
         "episode_length": episode_length,
         "episode_done": done,
     }
+    if success is not None:
+        info["episode_success"] = success
+    return info
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,6 +67,17 @@ class VectorEnv:
 
     core: EnvCore
     spec: EnvSpec
+    # Whether a core state is a success (a goal reached), for envs that define one (their spec
+    # `reports_success`): the state an episode ended in is judged, and the verdict reported in
+    # its statistics, so that evaluations can give a success rate.
+    success: Callable[[Any], Array] | None = None
+
+    def __post_init__(self) -> None:
+        if (self.success is not None) != self.spec.reports_success:
+            raise ValueError(
+                f"{self.spec.name}: spec.reports_success={self.spec.reports_success} needs a "
+                f"success function exactly when True"
+            )
 
     def with_num_envs(self, num_envs: int) -> VectorEnv:
         return dataclasses.replace(self, spec=dataclasses.replace(self.spec, num_envs=num_envs))
@@ -73,10 +90,11 @@ class VectorEnv:
         state = VectorState(
             core_state, jnp.zeros((n,), jnp.int32), zeros_f, jnp.zeros((n,), jnp.int32)
         )
-        info = episode_info(zeros_f, jnp.zeros((n,), jnp.int32), zeros_b)
+        success = zeros_b if self.spec.reports_success else None
+        info = episode_info(zeros_f, jnp.zeros((n,), jnp.int32), zeros_b, success)
         return state, TimeStep(obs, zeros_f, zeros_b, zeros_b, obs, info)
 
-    def step(self, state: VectorState, action: Array, key: Key) -> tuple[VectorState, TimeStep]:
+    def step(self, state: VectorState, action: Action, key: Key) -> tuple[VectorState, TimeStep]:
         n = self.spec.num_envs
         # One split for both uses: each split is an RNG call in every step of a rollout.
         step_keys, reset_keys = jax.random.split(key, (2, n))
@@ -91,6 +109,7 @@ class VectorEnv:
         episode_return = state.episode_return + reward
         episode_length = state.episode_length + 1
 
+        success = None if self.success is None else jax.vmap(self.success)(core_state)
         reset_state, reset_obs = jax.vmap(self.core.reset)(reset_keys)
 
         def where_done(fresh: Array, old: Array) -> Array:
@@ -109,28 +128,50 @@ class VectorEnv:
             terminated=terminated,
             truncated=truncated,
             final_obs=obs,
-            info=episode_info(episode_return, episode_length, done),
+            info=episode_info(episode_return, episode_length, done, success),
         )
         return next_state, timestep
 
 
-def random_actions(spec: EnvSpec, key: Key) -> Array:
-    """Uniformly random actions for the whole batch (Box bounds must be finite)."""
-    space = spec.action_space
+def random_actions(spec: EnvSpec, key: Key) -> Action:
+    """Uniformly random actions for the whole batch (Box bounds must be finite); for a Hybrid
+    space a uniform choice and every choice's parameters uniform within their bounds."""
+    return _random_batch(spec.action_space, spec.num_envs, key)
+
+
+def _random_batch(space: Space, n: int, key: Key) -> Action:
+    if isinstance(space, Hybrid):
+        choice_key, parameter_key = jax.random.split(key)
+        choices = _random_batch(space.choices, n, choice_key)
+        return choices, _random_batch(space.parameters, n, parameter_key)
     if isinstance(space, Box):
-        shape = (spec.num_envs, *space.shape)
-        return jax.random.uniform(key, shape, minval=space.low, maxval=space.high)
-    return jax.random.randint(key, (spec.num_envs,), 0, space.n, jnp.int32)
+        return jax.random.uniform(key, (n, *space.shape), minval=space.low, maxval=space.high)
+    return jax.random.randint(key, (n,), 0, space.n, jnp.int32)
+
+
+def describe_actions(space: Space) -> str:
+    """The action space in the words of a refusal: "2 discrete actions", "Box actions of shape
+    (1,)", or the hybrid space with its choices and parameters."""
+    if isinstance(space, Hybrid):
+        return (
+            f"hybrid actions (a choice among {space.choices.n}, each with its continuous "
+            f"parameters: {space.parameters.shape[0]} in all)"
+        )
+    if isinstance(space, Discrete):
+        return f"{space.n} discrete actions"
+    return f"Box actions of shape {space.shape}"
 
 
 def discrete_actions(spec: EnvSpec, agent: str, instead: str) -> Discrete:
     """The env's Discrete action space; any other is refused before anything is traced, with
-    `instead` naming what to use (e.g. "for continuous actions use ddpg, td3 or sac")."""
+    `instead` naming what to use for Box actions (e.g. "for continuous actions use ddpg, td3 or
+    sac")."""
     space = spec.action_space
     if not isinstance(space, Discrete):
+        hint = "" if isinstance(space, Hybrid) else f" ({instead})"
         raise ConfigError(
             f"agent '{agent}' needs a Discrete action space; env '{spec.name}' has "
-            f"{type(space).__name__} actions of shape {space.shape} ({instead})"
+            f"{describe_actions(space)}{hint}"
         )
     return space
 
@@ -150,7 +191,7 @@ class SpecOnlyEnv:
         del key
         return (), self._zeros()
 
-    def step(self, state: Any, action: Array, key: Key) -> tuple[Any, TimeStep]:
+    def step(self, state: Any, action: Action, key: Key) -> tuple[Any, TimeStep]:
         del action, key
         return state, self._zeros()
 
@@ -158,5 +199,6 @@ class SpecOnlyEnv:
         n, space = self.spec.num_envs, self.spec.observation_space
         obs = jnp.zeros((n, *space.shape), space.dtype)
         zeros_f, zeros_b = jnp.zeros((n,), jnp.float32), jnp.zeros((n,), bool)
-        info = episode_info(zeros_f, jnp.zeros((n,), jnp.int32), zeros_b)
+        success = zeros_b if self.spec.reports_success else None
+        info = episode_info(zeros_f, jnp.zeros((n,), jnp.int32), zeros_b, success)
         return TimeStep(obs, zeros_f, zeros_b, zeros_b, obs, info)

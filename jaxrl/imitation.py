@@ -33,7 +33,7 @@ from jaxrl.config import ConfigError, require
 from jaxrl.continuous import ActionScale, GaussianActor, Torso, box_actions
 from jaxrl.datatypes import Agent, Array, Box, Discrete, EnvSpec, Key, Metrics, PyTree
 from jaxrl.distributions import Categorical, TanhGaussian
-from jaxrl.env import Env
+from jaxrl.env import Env, describe_actions
 from jaxrl.networks import Dense, check_mlp
 from jaxrl.replay import ReplayState
 
@@ -313,7 +313,7 @@ class Rollin(NamedTuple):
 class ImitationState(NamedTuple):
     params: PyTree
     opt_state: optax.OptState
-    dataset: ReplayState | tuple[()]  # the aggregated (obs, expert action) pairs; () without
+    dataset: ReplayState | tuple[()]  # what the method aggregates (labels, states); () without
     iteration: Array  # int32: iterations done
     env_episodes: Array  # int32[num_envs]: episodes each env of the batch has ended
     labelled_steps: Array  # int32: states the expert has labelled or scored so far
@@ -507,8 +507,10 @@ def make_imitation(cfg: ImitationConfig, env: Env, method: Method, expert: Exper
 def check_box_loss(loss: str, spec: EnvSpec, agent: str) -> None:
     """ "mse" needs Box actions; the loss must be one of the two."""
     require(loss in ("nll", "mse"), f"agent.loss={loss!r} is not one of nll, mse")
-    if loss == "mse" and not isinstance(spec.action_space, Box):
+    space = spec.action_space
+    if loss == "mse" and not isinstance(space, Box):
+        hint = " (use loss=nll: cross-entropy)" if isinstance(space, Discrete) else ""
         raise ConfigError(
             f"agent '{agent}': loss=mse regresses continuous actions; env '{spec.name}' has "
-            f"{spec.action_space.n} discrete actions (use loss=nll: cross-entropy)"
+            f"{describe_actions(space)}{hint}"
         )

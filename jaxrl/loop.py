@@ -33,6 +33,7 @@ from jaxrl.config import ConfigError, RunConfig
 from jaxrl.datatypes import Agent, Array, EnvSpec, Key
 from jaxrl.interrupt import StopRequest, ctrl_c_requests_stop
 from jaxrl.outputs import (
+    SUCCESS_COLUMN,
     LiveDisplay,
     RunLogger,
     finite_or_none,
@@ -40,7 +41,7 @@ from jaxrl.outputs import (
     write_text_atomic,
 )
 from jaxrl.prng import make_key
-from jaxrl.rollout import run_episodes
+from jaxrl.rollout import Episodes, run_episodes
 from jaxrl.rundir import CHECKPOINTS, ENV_SPEC, claim, default_run_dir, holds_run
 from jaxrl.video import record_videos
 
@@ -61,6 +62,7 @@ class ChunkOutput(NamedTuple):
     iterations: Array  # int32: the train steps this chunk ran (0 for a run already done)
     eval_returns: Array  # [eval episodes]
     finite: Array  # bool: parameters, metrics and eval returns are all finite
+    eval_successes: Array | None  # bool[eval episodes]; None unless the env reports success
 
 
 class Run(NamedTuple):
@@ -208,17 +210,18 @@ class Trainer:
             running, body, (jnp.zeros((), jnp.int32), carry, metrics)
         )
         key, eval_key = jax.random.split(carry.key)
-        eval_returns = self.evaluate(agent, carry.agent_state, eval_key)
+        episodes = self.evaluate(agent, carry.agent_state, eval_key)
         finite = jnp.all(jnp.isfinite(agent.params(carry.agent_state)))
-        finite &= jnp.all(jnp.isfinite(eval_returns))
+        finite &= jnp.all(jnp.isfinite(episodes.returns))
         for value in metrics.values():
             finite &= jnp.all(jnp.isfinite(value))
-        return carry._replace(key=key), ChunkOutput(metrics, ran, eval_returns, finite)
+        output = ChunkOutput(metrics, ran, episodes.returns, finite, episodes.successes)
+        return carry._replace(key=key), output
 
-    def evaluate(self, agent: Agent, agent_state: Any, key: Key) -> Array:
-        """Returns of `eval.episodes` deterministic episodes, one per env, run in parallel."""
+    def evaluate(self, agent: Agent, agent_state: Any, key: Key) -> Episodes:
+        """`eval.episodes` deterministic episodes, one per env, run in parallel."""
         policy = lambda obs, k: agent.act(agent_state, obs, k, True)
-        return run_episodes(self.eval_env, policy, key).returns
+        return run_episodes(self.eval_env, policy, key)
 
 
 def _drop_run_axis(tree: Any) -> Any:
@@ -240,6 +243,8 @@ class Progress:
     final_eval: list[float] = field(default_factory=list)
     best_eval: list[float] = field(default_factory=list)
     run_seconds: float = 0.0
+    # The last evaluation's share of episodes that ended in success (envs that report success).
+    final_success_rate: list[float] = field(default_factory=list)
 
     @classmethod
     def start(cls, num_runs: int) -> Progress:
@@ -250,6 +255,7 @@ class Progress:
             [0] * num_runs,
             [math.nan] * num_runs,
             [-math.inf] * num_runs,
+            final_success_rate=[math.nan] * num_runs,
         )
 
 
@@ -341,6 +347,7 @@ def _train(
         [run.label(trainer.points) for run in runs],
         cfg.log.tensorboard,
         progress if cfg.resume else None,
+        success_rate=trainer.env.spec.reports_success,
     )
 
     status = "completed"
@@ -479,6 +486,10 @@ def _record(progress: Progress, out: ChunkOutput, logger: RunLogger, compile_s: 
             "eval_return_std": float(np.std(out.eval_returns[i])),
             "elapsed_seconds": round(compile_s + progress.run_seconds, 3),
         }
+        if out.eval_successes is not None:
+            rate = float(np.mean(out.eval_successes[i]))
+            progress.final_success_rate[i] = rate
+            rows[i][SUCCESS_COLUMN] = rate
     logger.log_eval(rows)
 
 
@@ -490,6 +501,8 @@ def _progress_line(trainer: Trainer, progress: Progress, out: ChunkOutput) -> st
         latest = values[np.arange(len(last)), last][np.asarray(out.iterations) > 0]
         parts.append(f"{name} {float(np.mean(latest)):.1f}")
     parts.append(f"eval {np.mean(progress.final_eval):.1f}")
+    if trainer.env.spec.reports_success:
+        parts.append(f"success {np.mean(progress.final_success_rate):.0%}")
     if trainer.points:
         per_point = _mean_per_point(trainer.runs, progress.final_eval)
         best = max(per_point, key=lambda p: per_point[p])
@@ -544,4 +557,17 @@ def _summary(
             }
             for p, point in enumerate(trainer.points)
         ]
+    if trainer.env.spec.reports_success:
+        _add_success_rates(summary, runs, progress.final_success_rate)
     return summary
+
+
+def _add_success_rates(summary: dict[str, Any], runs: list[Run], rates: list[float]) -> None:
+    """The last evaluation's success rate beside each final eval return: over every run, per run
+    and, with a grid, per point (the mean over its seeds)."""
+    summary["final_eval_success_rate"] = finite_or_none(float(np.mean(rates)))
+    for row, rate in zip(summary["runs"], rates, strict=True):
+        row["final_eval_success_rate"] = finite_or_none(rate)
+    per_point = _mean_per_point(runs, rates)
+    for row in summary.get("grid", []):
+        row["final_eval_success_rate"] = finite_or_none(per_point[row["grid_point"]])

@@ -17,6 +17,7 @@ from jaxrl import speedups
 from jaxrl.config import ConfigError
 from jaxrl.datatypes import Array, Box, Discrete, Space
 from jaxrl.distributions import Categorical, DiagGaussian, Distribution, TanhGaussian
+from jaxrl.env import describe_actions
 
 ACTIVATIONS = {"tanh": jnp.tanh, "relu": jax.nn.relu, "elu": jax.nn.elu, "gelu": jax.nn.gelu}
 VBN_EPS = 1e-5
@@ -144,7 +145,8 @@ def policy_output_size(space: Space, agent: str) -> int:
             )
         return space.shape[0]
     raise ConfigError(
-        f"agent '{agent}' supports Discrete and flat (1-D) Box action spaces; got {space}"
+        f"agent '{agent}' supports Discrete and flat (1-D) Box action spaces; the env has "
+        f"{describe_actions(space)}"
     )
 
 
@@ -362,5 +364,6 @@ def action_head(space: Space, squash: bool, agent: str) -> ActionHead:
             )
         return ActionHead(space, squash)
     raise ConfigError(
-        f"agent '{agent}' supports Discrete and flat (1-D) Box action spaces; got {space}"
+        f"agent '{agent}' supports Discrete and flat (1-D) Box action spaces; the env has "
+        f"{describe_actions(space)}"
     )

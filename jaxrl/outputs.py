@@ -25,6 +25,8 @@ EVAL_COLUMNS = (
     "eval_return_std",
     "elapsed_seconds",
 )
+# After them, for envs that report success: the share of the evaluation's episodes that succeeded.
+SUCCESS_COLUMN = "eval_success_rate"
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
@@ -64,7 +66,8 @@ class RunLogger:
     resumed run starts from. What the previous process logged after that checkpoint (it was
     killed before the next one) is dropped, since the resumed run logs those iterations again:
     `evals.csv` keeps each run's rows up to its checkpointed iteration, and TensorBoard hides
-    later events (`purge_step`)."""
+    later events (`purge_step`). `success_rate`: the env reports success, so each evaluation
+    has its success rate too (`SUCCESS_COLUMN`)."""
 
     def __init__(
         self,
@@ -73,10 +76,12 @@ class RunLogger:
         labels: list[str],
         tensorboard: bool,
         resumed_at: Any = None,
+        success_rate: bool = False,
     ) -> None:
         self.run_dir = run_dir
         self.runs = runs
-        self.columns = (*runs[0], *EVAL_COLUMNS)
+        success_columns = (SUCCESS_COLUMN,) if success_rate else ()
+        self.columns = (*runs[0], *EVAL_COLUMNS, *success_columns)
         self.csv_path = run_dir / "evals.csv"
         if resumed_at is not None and self.csv_path.exists():
             self._keep_rows_up_to(resumed_at.iterations)
@@ -127,10 +132,14 @@ class RunLogger:
                     writer.add_scalar(f"train/{name}", float(values[i, j]), int(env_steps[i, j]))
 
     def log_eval(self, rows: dict[int, dict[str, float]]) -> None:
-        """One evaluation row (EVAL_COLUMNS) per run index that trained in this chunk."""
+        """One evaluation row (EVAL_COLUMNS, and SUCCESS_COLUMN where the env reports success)
+        per run index that trained in this chunk."""
         for i, row in rows.items():
             if self.writers:
-                self.writers[i].add_scalar("eval/return", row["eval_return"], int(row["env_steps"]))
+                step = int(row["env_steps"])
+                self.writers[i].add_scalar("eval/return", row["eval_return"], step)
+                if SUCCESS_COLUMN in row:
+                    self.writers[i].add_scalar("eval/success_rate", row[SUCCESS_COLUMN], step)
                 self.writers[i].flush()
         with open(self.csv_path, "a", newline="") as f:
             w = csv.writer(f)

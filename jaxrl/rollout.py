@@ -21,6 +21,9 @@ class Episodes(NamedTuple):
     lengths: Array  # int32[B]
     steps_computed: Array  # int32: loop iterations x B, finished envs included
     obs_stats: RunningStats  # statistics of the observations acted on (finished envs masked out)
+    # bool[B]: whether each env's first episode ended in success; None unless the env's spec
+    # `reports_success`.
+    successes: Array | None = None
 
 
 def run_episodes(env: Env, policy: Policy, key: Key) -> Episodes:
@@ -32,7 +35,7 @@ def run_episodes(env: Env, policy: Policy, key: Key) -> Episodes:
     Atari that is the whole game with its unclipped score, although training sees a life loss as
     `terminated` and clipped rewards.
     """
-    n = env.spec.num_envs
+    n, reports_success = env.spec.num_envs, env.spec.reports_success
     obs_dim = env.spec.observation_space.shape
     reset_key, loop_key = jax.random.split(key)
     env_state, ts = env.reset(reset_key)
@@ -42,7 +45,7 @@ def run_episodes(env: Env, policy: Policy, key: Key) -> Episodes:
         return jnp.any(alive) & (t < env.spec.max_episode_steps)
 
     def body(carry):
-        env_state, obs, alive, returns, lengths, stats, t, key = carry
+        env_state, obs, alive, returns, lengths, successes, stats, t, key = carry
         key, act_key, step_key = jax.random.split(key, 3)
         stats = normalize.update(stats, obs, alive)
         action = policy(obs, act_key)
@@ -50,8 +53,10 @@ def run_episodes(env: Env, policy: Policy, key: Key) -> Episodes:
         ended = alive & ts.info["episode_done"]
         returns = jnp.where(ended, ts.info["episode_return"], returns)
         lengths = jnp.where(ended, ts.info["episode_length"], lengths)
+        if reports_success:
+            successes = jnp.where(ended, ts.info["episode_success"], successes)
         alive = alive & ~ended
-        return env_state, ts.obs, alive, returns, lengths, stats, t + 1, key
+        return env_state, ts.obs, alive, returns, lengths, successes, stats, t + 1, key
 
     per_env_stats = RunningStats(
         jnp.zeros((n,), jnp.float32),
@@ -64,9 +69,11 @@ def run_episodes(env: Env, policy: Policy, key: Key) -> Episodes:
         jnp.ones((n,), bool),
         jnp.zeros((n,), jnp.float32),
         jnp.zeros((n,), jnp.int32),
+        jnp.zeros((n,), bool),
         per_env_stats,
         jnp.zeros((), jnp.int32),
         loop_key,
     )
-    _, _, _, returns, lengths, stats, t, _ = jax.lax.while_loop(cond, body, carry)
-    return Episodes(returns, lengths, t * n, normalize.merge(stats))
+    _, _, _, returns, lengths, successes, stats, t, _ = jax.lax.while_loop(cond, body, carry)
+    successes = successes if reports_success else None
+    return Episodes(returns, lengths, t * n, normalize.merge(stats), successes)

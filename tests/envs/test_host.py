@@ -6,6 +6,7 @@ actions (the bridge's RNG is Gymnasium's, so JAX-native CartPole is not a refere
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
@@ -17,6 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from cli_helpers import FIXTURES
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 from learning import assert_mean_at_least
 
@@ -27,6 +29,7 @@ from envs.gym_pool import GymnasiumPool, make_gymnasium
 from envs.host import HostEnv, HostEnvConfig, HostEnvError, host_errors, seed_from_key
 from jaxrl.cli import compose
 from jaxrl.config import ConfigError, EnvConfig
+from jaxrl.datatypes import Hybrid
 from jaxrl.prng import make_key
 
 QUIET = ("log.progress=false", "log.tensorboard=false")
@@ -336,3 +339,33 @@ def test_ppo_learns_gym_cartpole_through_the_loop_and_resumes(tmp_path):
     resumed = jaxrl.train(f"resume={tmp_path}", run_dir=tmp_path)
     assert resumed.status == "completed" and resumed.summary["env_steps"] == 25600
     assert_mean_at_least(resumed.summary, 150)
+
+
+@pytest.mark.parametrize("pool", ["sync", "async"])
+def test_parameterised_gymnasium_actions_are_hybrid_and_reach_the_env(monkeypatch, pool):
+    """gym-platform's `Tuple(Discrete(K), Tuple(Box_1..Box_K))` is our Hybrid space, its Boxes
+    flattened side by side; a (choice, parameters) batch reaches each env as the nested tuple, in
+    workers too. `Tuple(Discrete(K), Box)`: every choice reads the one Box (slices shared)."""
+    monkeypatch.syspath_prepend(str(FIXTURES))
+    cfg = HostEnvConfig(id="gym/hybrid_envs:EchoParameterised-v0", pool=pool)
+    env = envs.make(cfg, 2)
+    space = env.spec.action_space
+    assert isinstance(space, Hybrid) and space.choices.n == 3
+    assert space.slices == ((0, 1), (1, 2), (2, 4)) and env.spec.max_episode_steps == 3
+    np.testing.assert_array_equal(space.parameters.low, [0, 0, -1, -1])
+    np.testing.assert_array_equal(space.parameters.high, [30, 720, 1, 1])
+    parameters = jnp.array([[1.5, 700.0, -0.5, 0.25], [29.0, 3.0, 1.0, -1.0]], jnp.float32)
+    state, _ = env.reset(make_key(0))
+    state, ts = jax.jit(env.step)(state, (jnp.array([2, 0], jnp.int32), parameters), make_key(1))
+    np.testing.assert_array_equal(ts.obs, [[2, *parameters[0]], [0, *parameters[1]]])
+    env.close()
+
+    shared = envs.make(dataclasses.replace(cfg, kwargs={"per_choice": False}), 1)
+    space = shared.spec.action_space
+    assert isinstance(space, Hybrid) and space.slices == ((0, 2),) * 3
+    np.testing.assert_array_equal(space.parameters.high, [1, 5])
+    state, _ = shared.reset(make_key(0))
+    action = (jnp.array([0], jnp.int32), jnp.array([[-0.5, 4.0]], jnp.float32))
+    _, ts = jax.jit(shared.step)(state, action, make_key(1))
+    np.testing.assert_array_equal(ts.obs, [[1, -0.5, 4.0]])  # Discrete(3, start=1): choice 0 is 1
+    shared.close()

@@ -17,10 +17,11 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 import envs
 from jaxrl.config import EnvConfig
-from jaxrl.datatypes import Array, Box, Discrete, EnvSpec, Key, TimeStep
+from jaxrl.datatypes import Array, Box, Discrete, EnvSpec, Hybrid, Key, TimeStep
 from jaxrl.env import EnvCore, VectorEnv, VectorState, random_actions
 
 
@@ -265,3 +266,41 @@ def test_random_actions_box() -> None:
     pendulum = envs.make(EnvConfig("Pendulum-v1", num_envs=6))
     p = np.asarray(random_actions(pendulum.spec, jax.random.key(4)))
     assert p.shape == (6, 1) and np.all(np.abs(p) <= 2.0)
+
+
+def test_random_actions_hybrid() -> None:
+    """Hybrid: (choice int32[num_envs] uniform over the choices, parameters float32[num_envs, P]
+    uniform within every parameter's bounds), drawn independently of each other."""
+    low, high = np.array([0.0, -1.0, 10.0], np.float32), np.array([1.0, 1.0, 20.0], np.float32)
+    space = Hybrid(Discrete(2), Box(low, high, (3,)), ((0, 1), (1, 3)))
+    spec = dataclasses.replace(_counter_spec(4000, 4), action_space=space)
+    choices, parameters = jax.device_get(random_actions(spec, jax.random.key(5)))
+    assert choices.shape == (4000,) and choices.dtype == np.int32
+    np.testing.assert_allclose(np.bincount(choices, minlength=2), 2000, atol=150)  # ~4.7 sigma
+    assert parameters.shape == (4000, 3) and parameters.dtype == np.float32
+    assert np.all(parameters >= low) and np.all(parameters <= high)
+    span = high - low
+    assert np.all(parameters.min(0) - low < 0.01 * span)
+    assert np.all(high - parameters.max(0) < 0.01 * span)
+    np.testing.assert_allclose(parameters.mean(0), (low + high) / 2, atol=0.03 * span.max())
+    # The parameters do not depend on the choice drawn with them.
+    by_choice = [parameters[choices == k, 2].mean() for k in (0, 1)]
+    assert abs(by_choice[0] - by_choice[1]) < 0.5
+
+
+def test_success_is_the_verdict_on_the_state_an_episode_ended_in() -> None:
+    """With success "the counter ends at exactly 3", `episode_success` judges each step's state
+    before any reset: env 0 (+1) ends its episodes at 3 (successes), env 2 (+2) at 4 and env 1
+    (+0) is truncated at 0 (failures). False at reset; a spec must say it reports success."""
+    spec = dataclasses.replace(_counter_spec(3, 4), reports_success=True)
+    env = VectorEnv(EnvCore(_counter_reset, _counter_step), spec, lambda s: s.count == 3)
+    state, ts = jax.jit(env.reset)(jax.random.key(0))
+    np.testing.assert_array_equal(ts.info["episode_success"], [False] * 3)
+    step, action, successes = jax.jit(env.step), jnp.asarray(ACTIONS, jnp.int32), []
+    for t in range(8):
+        state, ts = step(state, action, jax.random.key(t))
+        successes.append(np.asarray(ts.info["episode_success"]))
+    np.testing.assert_array_equal(np.stack(successes), FINAL_COUNT == 3)
+    np.testing.assert_array_equal(np.stack(successes) & DONE, TERMINATED & (FINAL_COUNT == 3))
+    with pytest.raises(ValueError, match=r"Counter: spec\.reports_success=False needs a success"):
+        VectorEnv(EnvCore(_counter_reset, _counter_step), _counter_spec(3, 4), lambda s: s.count)

@@ -12,7 +12,8 @@ import pytest
 import envs
 import jaxrl
 from jaxrl import loop
-from jaxrl.datatypes import Box, Discrete, EnvSpec
+from jaxrl.config import EnvConfig
+from jaxrl.datatypes import Box, Discrete, EnvSpec, Hybrid
 from jaxrl.env import SpecOnlyEnv
 
 
@@ -44,6 +45,29 @@ def test_env_spec_json_round_trip() -> None:
     pixel_data = EnvSpec("p", "host", pixels, Discrete(6), 1, 1, False).to_json()
     assert pixel_data["observation_space"]["low"] == 0.0
     assert pixel_data["observation_space"]["high"] == 255.0
+
+
+def test_hybrid_env_spec_json_round_trip() -> None:
+    """A hybrid action space (Goal's: 3 choices, 4 parameters in slices of 2, 1, 1) and the
+    success flag come back as they were; a spec written before there was one reports none."""
+    spec = envs.make(EnvConfig(id="Goal-v0"), 2).spec
+    data = json.loads(json.dumps(spec.to_json()))
+    assert data["action_space"]["type"] == "Hybrid"
+    assert data["action_space"]["slices"] == [[0, 2], [2, 3], [3, 4]]
+    back = EnvSpec.from_json(data)
+    space, restored = spec.action_space, back.action_space
+    assert isinstance(restored, Hybrid) and restored.choices.n == 3
+    assert restored.slices == space.slices == ((0, 2), (2, 3), (3, 4))
+    np.testing.assert_array_equal(restored.parameters.low, np.float32([0, -15, -7.01, -7.01]))
+    np.testing.assert_array_equal(restored.parameters.high, space.parameters.high)
+    assert restored.parameters.shape == (4,) and restored.parameters.low.dtype == np.float32
+    assert back.reports_success and (back.name, back.max_episode_steps) == ("Goal-v0", 99)
+    del data["reports_success"]
+    assert not EnvSpec.from_json(data).reports_success
+    with pytest.raises(ValueError, match="2 parameter slices for 3 choices"):
+        Hybrid(Discrete(3), space.parameters, ((0, 2), (2, 4)))
+    with pytest.raises(ValueError, match=r"parameter slice \(3, 5\) is not within \[0, 4\]"):
+        Hybrid(Discrete(1), space.parameters, ((3, 5),))
 
 
 def test_spec_only_env_gives_zeros_of_the_spec_shapes() -> None:

@@ -162,6 +162,28 @@ BAD_INPUT: list[tuple[str, tuple[str, ...], str]] = [
         "error: agent 'sac' needs continuous (Box) actions; env 'CartPole-v1' has 2 discrete",
     ),
     (
+        "discrete-agent-on-hybrid-env",
+        ("agent=dqn", "env=Platform-v0"),
+        "error: agent 'dqn' needs a Discrete action space; env 'Platform-v0' has hybrid actions "
+        "(a choice among 3, each with its continuous parameters: 3 in all)",
+    ),
+    (
+        "box-agent-on-hybrid-env",
+        ("agent=sac", "env=Platform-v0"),
+        "error: agent 'sac' needs continuous (Box) actions; env 'Platform-v0' has hybrid actions",
+    ),
+    (
+        "policy-gradient-on-hybrid-env",
+        ("agent=ppo", "env=Platform-v0"),
+        "error: agent 'ppo' supports Discrete and flat (1-D) Box action spaces; the env has hybrid "
+        "actions",
+    ),
+    (
+        "hard-move-without-actuators",
+        ("env=HardMove-v0", "env.kwargs.num_actuators=0"),
+        "error: env.kwargs.num_actuators=0 must be a whole number of actuators in [1, 16]",
+    ),
+    (
         "squash-discrete-actions",
         ("agent=reinforce", "agent.squash_actions=true"),
         "error: agent 'reinforce': squash_actions=true applies to Box action spaces",

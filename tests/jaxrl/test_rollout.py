@@ -7,6 +7,7 @@ count and acted-on observation can be written down by hand.
 
 from __future__ import annotations
 
+import dataclasses
 from functools import cache
 
 import jax
@@ -84,6 +85,19 @@ def test_returns_lengths_and_truncation() -> None:
     assert ep.returns.dtype == np.float32 and ep.lengths.dtype == np.int32
     assert int(ep.steps_computed) == 48
     _assert_stats(ep, _acted_on(inc, [10, 5, 2, 12]))
+    assert ep.successes is None  # the toy defines no success
+
+
+def test_successes_of_an_env_that_reports_them() -> None:
+    """Success "the counter ends at exactly 10", increments (1, 2, 5, 3, 0), limit 12: envs 0-2
+    end at 10 (successes), env 3 at 12 (3, 6, 9, 12) and env 4 is truncated at 0 (failures)."""
+    toy = _toy_env(5, 12)
+    spec = dataclasses.replace(toy.spec, reports_success=True)
+    env = VectorEnv(toy.core, spec, lambda count: count == 10.0)
+    action = jnp.asarray((1, 2, 5, 3, 0), jnp.int32)
+    ep = jax.jit(lambda key: run_episodes(env, lambda obs, k: action, key))(jax.random.key(0))
+    np.testing.assert_array_equal(ep.successes, [True, True, True, False, False])
+    np.testing.assert_array_equal(ep.lengths, [10, 5, 2, 4, 12])
 
 
 def test_stops_when_every_env_is_done() -> None:

@@ -1,0 +1,121 @@
+"""Our hybrid-action (parameterised-action) JAX-native envs behind `envs.make`: `Platform-v0`
+(envs/platform.py), `Goal-v0` (envs/goal.py) and `HardMove-v0` (envs/hardmove.py).
+
+Each is an `EnvCore` batched by `VectorEnv`, with a `Hybrid` action space: the action is
+`(choice int32[B], parameters float32[B, P])`, every choice's parameters side by side. Each defines
+success (the goal reached: HyAR's success rate), which `VectorEnv` reports at every episode's end
+for evaluations to average. Hard Move takes its number of actuators as a keyword,
+`env=HardMove-v0 env.kwargs.num_actuators=8`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import numpy as np
+
+from envs import HARDMOVE, HYBRID_MAX_EPISODE_STEPS, goal, hardmove, platform
+from jaxrl.config import EnvConfig, require
+from jaxrl.datatypes import Array, Box, Discrete, EnvSpec, Hybrid
+from jaxrl.env import EnvCore, VectorEnv
+
+HARDMOVE_KWARGS = ("num_actuators",)
+
+
+@dataclasses.dataclass(frozen=True)
+class HardMoveConfig(EnvConfig):
+    """Env options of Hard Move, as keywords (as HyAR passes them to its env):
+    `env.kwargs.num_actuators=n` (or `+env.kwargs...`) gives 2^n choices (default 4; HyAR's paper
+    ran 4 to 10)."""
+
+    id: str = HARDMOVE
+    kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for key in self.kwargs:
+            require(
+                key in HARDMOVE_KWARGS,
+                f"env.kwargs.{key} is not an option of {HARDMOVE}; valid: "
+                f"{', '.join(HARDMOVE_KWARGS)}",
+            )
+        n = self.num_actuators
+        whole = isinstance(n, int) and not isinstance(n, bool)  # Hydra reads `true` as a bool
+        require(
+            whole and 1 <= n <= hardmove.MAX_NUM_ACTUATORS,
+            f"env.kwargs.num_actuators={n!r} must be a whole number of actuators in "
+            f"[1, {hardmove.MAX_NUM_ACTUATORS}] (default {hardmove.DEFAULT_NUM_ACTUATORS}; "
+            f"HyAR's paper: 4 to 10)",
+        )
+
+    @property
+    def num_actuators(self) -> int:
+        return self.kwargs.get("num_actuators", hardmove.DEFAULT_NUM_ACTUATORS)
+
+
+class HybridGame(NamedTuple):
+    """What `make_hybrid` needs of one env: its core, its action layout and its success test."""
+
+    core: EnvCore
+    num_choices: int
+    parameter_low: np.ndarray
+    parameter_high: np.ndarray
+    parameter_slices: tuple[tuple[int, int], ...]
+    success: Callable[[Any], Array]
+
+
+def hybrid_game(cfg: EnvConfig) -> HybridGame:
+    """The env `cfg.id` names (Hard Move with `cfg`'s actuators)."""
+    if cfg.id == platform.NAME:
+        return HybridGame(
+            platform.CORE,
+            len(platform.ACTIONS),
+            platform.PARAMETER_LOW,
+            platform.PARAMETER_HIGH,
+            platform.PARAMETER_SLICES,
+            platform.success,
+        )
+    if cfg.id == goal.NAME:
+        return HybridGame(
+            goal.CORE,
+            goal.NUM_CHOICES,
+            goal.PARAMETER_LOW,
+            goal.PARAMETER_HIGH,
+            goal.PARAMETER_SLICES,
+            goal.success,
+        )
+    assert isinstance(cfg, HardMoveConfig), cfg
+    game = hardmove.HardMove(cfg.num_actuators)
+    return HybridGame(
+        game.core(),
+        game.num_choices,
+        game.parameter_low,
+        game.parameter_high,
+        game.parameter_slices,
+        hardmove.success,
+    )
+
+
+def make_hybrid(cfg: EnvConfig, num_envs: int) -> VectorEnv:
+    """A hybrid-action env batched by `VectorEnv`, its success reported in episode statistics.
+    Observations are unbounded: Goal's scaled features leave [-1, 1], Hard Move's are offsets."""
+    game = hybrid_game(cfg)
+    obs = jax.eval_shape(game.core.reset, jax.random.key(0))[1]
+    unbounded = np.full(obs.shape, np.inf, np.float32)
+    spec = EnvSpec(
+        name=cfg.id,
+        family="jax",
+        observation_space=Box(-unbounded, unbounded, obs.shape),
+        action_space=Hybrid(
+            Discrete(game.num_choices),
+            Box(game.parameter_low, game.parameter_high, game.parameter_low.shape),
+            game.parameter_slices,
+        ),
+        num_envs=num_envs,
+        max_episode_steps=cfg.max_episode_steps or HYBRID_MAX_EPISODE_STEPS[cfg.id],
+        reports_success=True,
+    )
+    return VectorEnv(game.core, spec, game.success)
