@@ -2,8 +2,13 @@
 Sequential Prediction"): policy gradient on the expert's cost-to-go.
 
 Iteration n rolls in with the mixture α_n·expert + (1 − α_n)·learner (α_n = `mixture` decayed by
-`mixture_schedule`, × 0.9 per iteration by default) and keeps only that iteration's states (no
-replay across iterations). At those states the learner climbs E_{a∼π(·|s)}[Q̂*(s, a)]:
+`mixture_schedule`, × 0.9 per iteration by default). Which states the learner then climbs
+E_{a∼π(·|s)}[Q̂*(s, a)] at: with `aggregate` (the default wherever the expert has Q*), every state
+of every iteration so far, up to `dataset_size` (Ross & Bagnell 2014's AggreVaTe, follow-the-
+leader); without, only the iteration's own (the paper's online step, no replay). A roll-in of 50
+steps sees one slice of the episodes, and online steps on it forget the rest: on Pendulum the
+online learner swings between expert and failure from one iteration to the next, the aggregated
+one stays at the expert (benchmarks/results/imitation.md). The expert's scores:
 
 * an expert with a state-action critic (SAC, TD3, DDPG: Q* = min of its twin critics; DQN) scores
   actions the learner draws at the roll-in's states. For Box actions, `action_samples` per
@@ -26,6 +31,7 @@ gradient on Fisher-vector products of the KL). An entropy bonus is optional.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass
 from typing import ClassVar
@@ -34,6 +40,7 @@ import jax
 import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 
+from jaxrl import replay
 from jaxrl.config import ConfigError, require
 from jaxrl.datatypes import Agent, Array, Key, Metrics, PyTree
 from jaxrl.env import Env
@@ -84,6 +91,10 @@ class AggreVaTeDConfig(MixtureConfig):
     entropy_coef: float = 0.0
     natural_gradient: bool = False
     kl_step: float = 0.01  # the natural-gradient step's KL size
+    # Keep every iteration's states (AggreVaTe's follow-the-leader) instead of the paper's
+    # online step on the iteration's own; null: wherever the expert scores actions by Q*.
+    aggregate: bool | None = None
+    dataset_size: int = 100_000  # states kept when aggregating (per seed)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -104,6 +115,12 @@ class AggreVaTeDConfig(MixtureConfig):
             self.action_samples >= 1, f"agent.action_samples={self.action_samples} must be >= 1"
         )
         require(self.entropy_coef >= 0, f"agent.entropy_coef={self.entropy_coef} must be >= 0")
+        require(
+            not (self.aggregate and self.natural_gradient),
+            "agent.aggregate=true fits every kept state with Adam; "
+            "agent.natural_gradient=true takes one step on the iteration's own states: pick one",
+        )
+        require(self.dataset_size >= 1, f"agent.dataset_size={self.dataset_size} must be >= 1")
         require(self.kl_step > 0, f"agent.kl_step={self.kl_step} must be > 0")
 
 
@@ -188,18 +205,30 @@ def natural_gradient_step(
     return state._replace(params=params), {"loss": loss, **metrics}
 
 
+def visited_states(setup: Setup, capacity: int) -> replay.ReplayState:
+    """The empty store of aggregated roll-in states (no labels: Q* scores them afresh)."""
+    space = setup.env.spec.observation_space
+    return replay.init(jnp.zeros(space.shape, space.dtype), capacity)
+
+
 def update(
     cfg: AggreVaTeDConfig, setup: Setup, state: ImitationState, record: Rollin, key: Key
 ) -> tuple[ImitationState, Metrics]:
-    """Policy-gradient steps on this iteration's roll-in states."""
+    """Policy-gradient steps on this iteration's roll-in states (with `aggregate`, on every
+    state kept so far)."""
     steps = jax.tree.map(lambda x: x.reshape(-1, *x.shape[2:]), record)
     num_states = steps.obs.shape[0]
     state = state._replace(labelled_steps=state.labelled_steps + num_states)
     expert = setup.expert
     if expert.action_value is not None:
+        scored = steps.obs
+        if cfg.aggregate:
+            dataset = replay.add(state.dataset, steps.obs)
+            state = state._replace(dataset=dataset)
+            scored, num_states = dataset.data, dataset.size
 
         def loss_on(params: PyTree, index: Array, k: Key) -> tuple[Array, Metrics]:
-            return action_value_loss(cfg, setup, params, steps.obs[index], k)
+            return action_value_loss(cfg, setup, params, scored[index], k)
 
     else:
         next_value = expert.state_value(steps.next_obs)
@@ -225,7 +254,10 @@ def update(
             return loss_on(params, index, loss_key)
 
         state, metrics = minibatch_updates(setup, state, loss_fn, key)
-    return state, {**metrics, "mixture": expert_share(cfg, state.iteration)}
+    metrics = {**metrics, "mixture": expert_share(cfg, state.iteration)}
+    if cfg.aggregate:
+        metrics["dataset_size"] = state.dataset.size
+    return state, metrics
 
 
 def make_aggrevated(cfg: AggreVaTeDConfig, env: Env) -> Agent:
@@ -237,9 +269,19 @@ def make_aggrevated(cfg: AggreVaTeDConfig, env: Env) -> Agent:
             f"agent.expert={cfg.expert} is a '{expert.agent}' run, which has none (experts with "
             f"one: sac, td3, ddpg, dqn, ppo, a2c)"
         )
+    if cfg.aggregate and expert.action_value is None:
+        raise ConfigError(
+            f"agent.aggregate=true scores kept states by the expert's Q*(s, a); agent.expert="
+            f"{cfg.expert} is a '{expert.agent}' run with only V*(s), whose advantage scores the "
+            f"roll-in's own actions (use agent.aggregate=false, or an expert from sac, td3, ddpg "
+            f"or dqn)"
+        )
+    if cfg.aggregate is None:
+        has_q_star = expert.action_value is not None
+        cfg = dataclasses.replace(cfg, aggregate=has_q_star and not cfg.natural_gradient)
     method = Method(
         expert_acts=functools.partial(mixture_acts, cfg),
         update=functools.partial(update, cfg),
-        dataset=lambda setup: (),
+        dataset=lambda setup: visited_states(setup, cfg.dataset_size) if cfg.aggregate else (),
     )
     return make_imitation(cfg, env, method, expert)

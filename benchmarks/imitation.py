@@ -8,8 +8,9 @@ budget D of expert-labelled steps every method trains `--seeds` seeds in one pro
 * BC on D / episode-length whole expert episodes, for D env steps (the same iterations and
   updates as DAgger's);
 * DAgger for D env steps (it labels every visited state);
-* AggreVaTeD for D env steps (Q* scores every visited state), with its default reparameterised
-  gradient and with the paper's likelihood-ratio one.
+* AggreVaTeD for D env steps (Q* scores every visited state): its defaults (reparameterised
+  gradient, states aggregated across iterations), the online step on each iteration's own states
+  alone, and the paper's online likelihood-ratio one.
 
 Scores are normalised, (R − R_random) / (R_expert − R_random), R_random the mean return of
 uniform actions and R_expert the expert seed's own final evaluation. Writes
@@ -42,9 +43,11 @@ QUIET = ("log.progress=false", "log.tensorboard=false")
 METHODS = {
     "BC": ("agent=bc",),
     "DAgger": ("agent=dagger",),
-    "AggreVaTeD (reparameterised)": ("agent=aggrevated",),
-    "AggreVaTeD (likelihood ratio, the paper's)": (
+    "AggreVaTeD (aggregated)": ("agent=aggrevated",),
+    "AggreVaTeD (online)": ("agent=aggrevated", "agent.aggregate=false"),
+    "AggreVaTeD (online, likelihood ratio: the paper's)": (
         "agent=aggrevated",
+        "agent.aggregate=false",
         "agent.estimator=likelihood_ratio",
     ),
 }
@@ -66,7 +69,9 @@ def main() -> None:
     parser.add_argument("--learner", default="64,64", help="the learner's hidden sizes")
     parser.add_argument("--extra", nargs="*", default=[], help="overrides for every learner")
     parser.add_argument("--name", default="imitation")
+    parser.add_argument("--methods", nargs="+", choices=list(METHODS), default=list(METHODS))
     args = parser.parse_args()
+    methods = {name: METHODS[name] for name in args.methods}
 
     workdir = Path(tempfile.mkdtemp(prefix="imitation_"))
     expert = args.expert or pendulum_expert(workdir)
@@ -80,10 +85,10 @@ def main() -> None:
     random = random_policy_return(args.env)
     print(f"expert {expert}: return {expert_return:.1f}; random {random:.1f}")
 
-    scores: dict[str, list[np.ndarray]] = {name: [] for name in METHODS}
-    seconds: dict[str, float] = dict.fromkeys(METHODS, 0.0)
+    scores: dict[str, list[np.ndarray]] = {name: [] for name in methods}
+    seconds: dict[str, float] = dict.fromkeys(methods, 0.0)
     for budget in args.budgets:
-        for index, (name, agent) in enumerate(METHODS.items()):
+        for index, (name, agent) in enumerate(methods.items()):
             extra = [f"agent.expert_episodes={budget // episode_steps}"] if name == "BC" else []
             t0 = time.perf_counter()
             result = jaxrl.train(
@@ -103,14 +108,14 @@ def main() -> None:
             s = scores[name][-1]
             print(f"{name} D={budget}: score {s.mean():.3f} per seed {np.round(s, 3).tolist()}")
 
-    header = ["expert-labelled steps", *METHODS]
+    header = ["expert-labelled steps", *methods]
     rows = [
         [
             f"{budget:,}",
             *(
                 f"{fmt(scores[m][i].mean(), 2)} ({fmt(scores[m][i].min(), 2)}–"
                 f"{fmt(scores[m][i].max(), 2)})"
-                for m in METHODS
+                for m in methods
             ),
         ]
         for i, budget in enumerate(args.budgets)
@@ -118,20 +123,22 @@ def main() -> None:
     plot = RESULTS / f"{args.name}.png"
     draw(args, scores, plot)
     extra = " ".join(args.extra)
+    chosen = "" if len(methods) == len(METHODS) else " --methods " + " ".join(map(repr, methods))
     text = "\n\n".join(
         [
             f"# Imitation on {args.env}: BC, DAgger and AggreVaTeD against expert-labelled steps",
             f"Machine: {machine()}. Command: `python benchmarks/imitation.py --env {args.env} "
             f"--seeds {args.seeds} --budgets {' '.join(map(str, args.budgets))} --learner "
             f"{args.learner}{' --extra ' + extra if extra else ''}"
-            f"{' --expert <run>' if args.expert else ''}`.",
+            f"{f' --expert {args.expert}' if args.expert else ''}"
+            f"{chosen}`.",
             f"Expert: a `{expert_agent}` run, seed {expert_policy.seed}, final evaluation "
             f"{expert_return:.1f}; uniform random actions {random:.1f}. Score = "
-            f"(R − R_random) / (R_expert − R_random) of each seed's final evaluation (10 "
-            f"deterministic episodes); mean over {args.seeds} seeds (min–max).",
+            f"(R − R_random) / (R_expert − R_random) of each seed's final evaluation "
+            f"(deterministic episodes); mean over {args.seeds} seeds (min–max).",
             markdown_table(header, rows),
             "Training seconds per method, all budgets (compile included): "
-            + ", ".join(f"{m} {seconds[m]:.0f} s" for m in METHODS)
+            + ", ".join(f"{m} {seconds[m]:.0f} s" for m in methods)
             + ".",
             f"![score against labelled steps]({plot.name})",
         ]

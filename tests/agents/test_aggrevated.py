@@ -15,7 +15,7 @@ from learning import normalized_scores, random_policy_return
 import envs
 import jaxrl
 from agents.aggrevated import AggreVaTeDConfig, action_value_loss, natural_gradient_step
-from jaxrl.config import EnvConfig
+from jaxrl.config import ConfigError, EnvConfig
 from jaxrl.imitation import (
     Expert,
     ImitationState,
@@ -83,11 +83,12 @@ def test_a_natural_gradient_step_moves_the_policy_by_about_kl_step():
 
 @pytest.mark.slow
 def test_aggrevated_reaches_the_expert_from_its_twin_critics(pendulum_sac_expert, tmp_path):
-    """AggreVaTeD's defaults (reparameterised gradient through Q* = min(Q₁, Q₂), α × 0.9 per
-    iteration, 50-step roll-ins of 8 envs), 64-64 learner, 16k env steps, 4 seeds in one program:
-    the mean normalised score (R − R_random)/(R_expert − R_random) ≥ 0.4. Measured on an AMD
-    EPYC over seeds 0–23 in groups of 4: 0.55–0.85 (single seeds 0.24–1.01), so 0.4 is the
-    margin that another machine's rounding needs; benchmarks/results/imitation.md."""
+    """AggreVaTeD's defaults (reparameterised gradient through Q* = min(Q₁, Q₂) at every state
+    kept so far, α × 0.9 per iteration, 50-step roll-ins of 8 envs), 64-64 learner, 16k env
+    steps, 4 seeds in one program: the mean normalised score (R − R_random)/(R_expert − R_random)
+    ≥ 0.85. Measured on an AMD EPYC, seeds 0–7 of this recipe: 0.95 (each 0.92–0.99) at 16k,
+    0.93 at 32k, 0.95 at 64k; the online step (`aggregate=false`) 0.92, 0.69, 0.88 with single
+    seeds down to 0.19 (benchmarks/results/imitation.md)."""
     result = jaxrl.train(
         "agent=aggrevated",
         f"agent.expert={pendulum_sac_expert.run_dir}",
@@ -101,7 +102,7 @@ def test_aggrevated_reaches_the_expert_from_its_twin_critics(pendulum_sac_expert
     )
     expert_return = pendulum_sac_expert.summary["runs"][0]["final_eval_return"]
     scores = normalized_scores(result.summary, expert_return, random_policy_return("Pendulum-v1"))
-    assert scores.mean() >= 0.4, scores
+    assert scores.mean() >= 0.85, scores
 
 
 def test_advantage_loss_uses_only_the_learners_steps_by_hand():
@@ -125,3 +126,50 @@ def test_advantage_loss_uses_only_the_learners_steps_by_hand():
     weight = (np.array([1.0, 3.0, 5.0]) - 3.0) / np.sqrt(8 / 3)
     expected = -np.mean(log_p[mine, np.asarray(action)[mine]] * weight)
     np.testing.assert_allclose(float(loss), expected, rtol=1e-5)
+
+
+def test_aggregation_keeps_every_iterations_states_up_to_dataset_size():
+    """`aggregate=true` (AggreVaTe's follow-the-leader): two iterations of 6 roll-in states into
+    a dataset of 10 keep all of the first but its 2 oldest, and all of the second, the newest
+    overwriting the oldest (replay's ring order)."""
+    from agents.aggrevated import update, visited_states
+    from jaxrl.imitation import ImitationState, Rollin
+
+    cfg = AggreVaTeDConfig(
+        hidden_sizes=(8,), aggregate=True, dataset_size=10, gradient_steps=1, batch_size=4
+    )
+    setup = setup_with_critic("Pendulum-v1", lambda obs, a: -jnp.sum(a**2, axis=-1), cfg)
+    obs = jnp.arange(2 * 6 * 3, dtype=jnp.float32).reshape(2, 2, 3, 3)  # [iterations, T, envs, 3]
+    params = setup.policy.actor.init(make_key(0), obs[0, 0, 0])
+    zero = jnp.zeros((), jnp.int32)
+    state = ImitationState(
+        params,
+        setup.tx.init(params),
+        visited_states(setup, cfg.dataset_size),
+        zero,
+        jnp.zeros((3,), jnp.int32),
+        zero,
+    )
+    for n in range(2):
+        action = jnp.zeros((2, 3, 1))
+        flags = jnp.zeros((2, 3), bool)
+        record = Rollin(obs[n], action, action, flags, jnp.zeros((2, 3)), flags, obs[n])
+        state, metrics = update(cfg, setup, state, record, make_key(n))
+    first, second = obs[0].reshape(6, 3), obs[1].reshape(6, 3)
+    expected = np.concatenate([second[4:], first[2:], second[:4]])
+    np.testing.assert_array_equal(np.asarray(state.dataset.data), expected)
+    assert int(metrics["dataset_size"]) == 10 and int(state.labelled_steps) == 12
+
+
+def test_aggregation_is_refused_where_it_has_no_meaning(monkeypatch):
+    """The natural-gradient step is one step on the iteration's own states, and a V* expert's
+    advantage scores the roll-in's own actions: neither goes with `aggregate=true`."""
+    import agents.aggrevated
+
+    with pytest.raises(ConfigError, match=r"agent\.natural_gradient=true takes one step"):
+        AggreVaTeDConfig(aggregate=True, natural_gradient=True)
+    env = envs.make(EnvConfig("CartPole-v1"))
+    v_star = Expert("ppo_run", "ppo", env.spec, None, None, lambda obs: obs[:, 0], 0.99, math.nan)
+    monkeypatch.setattr(agents.aggrevated, "load_expert", lambda cfg, spec: v_star)
+    with pytest.raises(ConfigError, match="'ppo' run with only V"):
+        agents.aggrevated.make_aggrevated(AggreVaTeDConfig(aggregate=True), env)
