@@ -141,10 +141,9 @@ def check_imitation(nb: nbformat.NotebookNode) -> None:
     when set, else trained by the notebook), 4 seeds x 16k env steps each, every step labelled
     or scored by the expert. Score = (R - R_random) / (R_expert - R_random) of the mean final
     eval return; R_expert -85.7, R_random -1195.1. Measured on a 2-core AMD EPYC, the expert
-    trained by the notebook or handed over: BC 0.89, DAgger 0.95, AggreVaTeD 0.85. Over 24
-    seeds (seed=0..23, as another CPU's rounding would redraw them) the 6 groups of 4 scored
-    0.93-0.95 with DAgger but 0.55-0.85 with AggreVaTeD (single seeds 0.24-1.01), so its
-    threshold is 0.4, not the expert's neighbourhood. The learning curves are shown."""
+    trained by the notebook or handed over: BC 0.89, DAgger 0.95, AggreVaTeD 0.94 (it keeps
+    every visited state; seeds 0-7 of its recipe scored 0.92-0.99 each in
+    benchmarks/imitation.py), so both thresholds are 0.8. The learning curves are shown."""
     text = text_output(nb)
     assert "IMITATION seeds=4 budget=16000" in text, "the imitation result line is missing"
     expert = number_after(text, "expert_return")
@@ -156,7 +155,7 @@ def check_imitation(nb: nbformat.NotebookNode) -> None:
     assert random_return < -900, f"random actions did too well: {report}"
     assert expert > -300, f"the expert does not hold the pendulum up: {report}"
     assert scores["dagger"] >= 0.8, f"DAgger did not reach the expert: {report}"
-    assert scores["aggrevated"] >= 0.4, f"AggreVaTeD learned too little: {report}"
+    assert scores["aggrevated"] >= 0.8, f"AggreVaTeD did not reach the expert: {report}"
     assert image_count(nb) >= 1, "the learning curves were not displayed"
 
 
