@@ -148,3 +148,18 @@ def write_report(text: str, out: Path) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text)
     print(f"written to {out}")
+
+
+def finish_imitation_plot(
+    fig: Any, ax: Any, expert: float, title: str, ylabel: str, out: Path
+) -> None:
+    """The imitation plots' common ending: the expert's level and 90% of it, labels, legend,
+    saved to `out`."""
+    ax.axhline(expert, color="k", linestyle="--", linewidth=1, label="expert")
+    ax.axhline(0.9 * expert, color="gray", linestyle=":", linewidth=1, label="90% of the expert")
+    ax.set_xlabel("expert-labelled steps")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)

@@ -30,7 +30,15 @@ import time
 from pathlib import Path
 
 import numpy as np
-from common import REPO, RESULTS, fmt, machine, markdown_table, write_report
+from common import (
+    REPO,
+    RESULTS,
+    finish_imitation_plot,
+    fmt,
+    machine,
+    markdown_table,
+    write_report,
+)
 
 sys.path.insert(0, str(REPO))
 sys.path.insert(1, str(REPO / "tests"))
@@ -159,15 +167,9 @@ def draw(args: argparse.Namespace, scores: dict[str, list[np.ndarray]], out: Pat
         high = [s.max() for s in per_budget]
         ax.plot(args.budgets, means, marker="o", label=name)
         ax.fill_between(args.budgets, low, high, alpha=0.15)
-    ax.axhline(1.0, color="k", linestyle="--", linewidth=1, label="expert")
-    ax.axhline(0.9, color="gray", linestyle=":", linewidth=1, label="90% of the expert")
     ax.set_xscale("log")
-    ax.set_xlabel("expert-labelled steps")
-    ax.set_ylabel("normalised return")
-    ax.set_title(f"{args.env}: {args.seeds} seeds (mean, min–max)")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(out, dpi=110)
+    title = f"{args.env}: {args.seeds} seeds (mean, min–max)"
+    finish_imitation_plot(fig, ax, 1.0, title, "normalised return", out)
 
 
 if __name__ == "__main__":
