@@ -78,4 +78,5 @@ REGISTRY: dict[str, AgentEntry] = {
     "aggrevated": AgentEntry(
         "agents.aggrevated", "AggreVaTeDConfig", "make_aggrevated", ("expert_share", "loss")
     ),
+    "pdqn": AgentEntry("agents.pdqn", "PDQNConfig", "make_pdqn", ("episode_return", "loss")),
 }

@@ -60,8 +60,10 @@ from jaxrl.networks import Dense, MLPTorso, NatureCNN, resolve_torso
 from jaxrl.offpolicy import (
     FRAME_STACK_LAYOUT,
     FULL_LAYOUT,
+    EpsilonGreedyConfig,
     Learner,
-    OffPolicyConfig,
+    epsilon,
+    epsilon_greedy,
     make_off_policy,
     soft_update,
 )
@@ -70,7 +72,7 @@ LOSSES = ("huber", "mse")
 
 
 @dataclass(frozen=True)
-class DQNConfig(OffPolicyConfig):
+class DQNConfig(EpsilonGreedyConfig):
     # 4 envs × train_freq 64: the 256 env steps per round of the Zoo's CartPole setting.
     NUM_ENVS: ClassVar[int] = 4
     # Values a grid may vary in one program (jaxrl/hyper.py): they change no array shape.
@@ -110,13 +112,6 @@ class DQNConfig(OffPolicyConfig):
         super().__post_init__()
         require(self.learning_rate > 0, f"agent.learning_rate={self.learning_rate} must be > 0")
         require(self.adam_eps > 0, f"agent.adam_eps={self.adam_eps} must be > 0")
-        for key in ("eps_start", "eps_end"):
-            value = getattr(self, key)
-            require(0 <= value <= 1, f"agent.{key}={value} must be in [0, 1]")
-        require(
-            self.exploration_steps >= 0,
-            f"agent.exploration_steps={self.exploration_steps} must be >= 0",
-        )
         require(
             self.target_update_period >= 1,
             f"agent.target_update_period={self.target_update_period} must be >= 1",
@@ -148,12 +143,6 @@ class DQNState(NamedTuple):
     target_params: PyTree
     opt_state: optax.OptState
     updates: Array  # int32: gradient updates so far
-
-
-def epsilon(cfg: DQNConfig, env_steps: Array) -> Array:
-    """ε after `env_steps` env steps: linear from eps_start to eps_end, then constant."""
-    progress = jnp.minimum(env_steps / max(cfg.exploration_steps, 1), 1.0)
-    return cfg.eps_start + (cfg.eps_end - cfg.eps_start) * progress
 
 
 def td_target(
@@ -212,11 +201,7 @@ def greedy(setup: DQNSetup, params: PyTree, obs: Array) -> Array:
 
 def eps_greedy(setup: DQNSetup, params: PyTree, obs: Array, key: Key, eps: Array) -> Array:
     """The greedy action, replaced by a uniform one with probability ε."""
-    greedy_action = greedy(setup, params, obs)
-    explore_key, action_key = jax.random.split(key)
-    shape = greedy_action.shape
-    uniform = jax.random.randint(action_key, shape, 0, setup.num_actions, jnp.int32)
-    return jnp.where(jax.random.uniform(explore_key, shape) < eps, uniform, greedy_action)
+    return epsilon_greedy(greedy(setup, params, obs), setup.num_actions, key, eps)
 
 
 def act(setup: DQNSetup, state: DQNState, obs: Array, key: Key, deterministic: bool) -> Array:

@@ -25,7 +25,7 @@ import optax
 
 from jaxrl import replay
 from jaxrl.config import require
-from jaxrl.datatypes import Agent, Array, Key, Metrics, PyTree, Transition
+from jaxrl.datatypes import Action, Agent, Array, Key, Metrics, PyTree, Transition
 from jaxrl.env import Env, random_actions
 from jaxrl.networks import check_mlp
 from jaxrl.replay import ReplayState
@@ -79,19 +79,75 @@ class OffPolicyConfig:
         check_mlp(self.hidden_sizes, self.activation)
 
 
+@dataclass(frozen=True)
+class EpsilonGreedyConfig(OffPolicyConfig):
+    """Keys of agents whose discrete choice is ε-greedy, ε falling linearly in env steps (DQN,
+    P-DQN); subclasses set their own defaults."""
+
+    eps_start: float = 1.0
+    eps_end: float = 0.05
+    exploration_steps: int = 10_000  # env steps (all envs) over which ε falls linearly
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for key in ("eps_start", "eps_end"):
+            value = getattr(self, key)
+            require(0 <= value <= 1, f"agent.{key}={value} must be in [0, 1]")
+        require(
+            self.exploration_steps >= 0,
+            f"agent.exploration_steps={self.exploration_steps} must be >= 0",
+        )
+
+
+def epsilon(cfg: EpsilonGreedyConfig, env_steps: Array) -> Array:
+    """ε after `env_steps` env steps: linear from eps_start to eps_end, then constant."""
+    progress = jnp.minimum(env_steps / max(cfg.exploration_steps, 1), 1.0)
+    return cfg.eps_start + (cfg.eps_end - cfg.eps_start) * progress
+
+
+def epsilon_greedy(greedy: Array, num_choices: int, key: Key, eps: Array) -> Array:
+    """`greedy` (int32 choices), each replaced by a uniform choice with probability ε."""
+    explore_key, choice_key = jax.random.split(key)
+    uniform = jax.random.randint(choice_key, greedy.shape, 0, num_choices, jnp.int32)
+    return jnp.where(jax.random.uniform(explore_key, greedy.shape) < eps, uniform, greedy)
+
+
 class Learner(NamedTuple):
-    """What makes an off-policy agent itself: its networks, exploration and update."""
+    """What makes an off-policy agent itself: its networks, exploration and update.
+
+    The buffer keeps the learner's own actions: the env's, unless the learner acts in another
+    space and says how its actions become the env's (`env_action`: PA-DDPG's continuous choice
+    scores, HyAR's latent actions) and how to draw them at random for the warm-up
+    (`random_action`)."""
 
     init: Callable[[Key], PyTree]
-    # (state, batched obs, key, env steps so far) -> env actions with exploration (ε-greedy, noise)
-    explore: Callable[[PyTree, Array, Key, Array], Array]
+    # (state, batched obs, key, env steps so far) -> stored actions with exploration (ε-greedy,
+    # noise)
+    explore: Callable[[PyTree, Array, Key, Array], PyTree]
     # (state, obs or batched obs, key, deterministic) -> env actions; deterministic for evaluation
-    act: Callable[[PyTree, Array, Key, bool], Array]
+    act: Callable[[PyTree, Array, Key, bool], Action]
     # (state, minibatch of transitions, key) -> (state, scalar metrics)
     update: Callable[[PyTree, Transition, Key], tuple[PyTree, Metrics]]
     params: Callable[[PyTree], PyTree]  # the policy's parameters (NaN checks, export)
     # (state, batched obs, batched env actions) -> Q(s, a), min over twin critics (`Agent`'s)
     action_value: Callable[[PyTree, Array, Array], Array] | None = None
+    # A batch of stored actions as the env's actions; None: the learner stores env actions.
+    env_action: Callable[[PyTree], Action] | None = None
+    # (key, batch size) -> uniformly random stored actions for the warm-up; None: the env's
+    # uniformly random actions (`jaxrl.env.random_actions`).
+    random_action: Callable[[Key, int], PyTree] | None = None
+
+
+def to_env_actions(learner: Learner, actions: PyTree) -> Action:
+    """A batch of the learner's stored actions as the env takes them."""
+    return actions if learner.env_action is None else learner.env_action(actions)
+
+
+def random_stored_actions(learner: Learner, env: Env, key: Key) -> PyTree:
+    """Uniformly random stored actions for `env`'s whole batch (the warm-up's)."""
+    if learner.random_action is None:
+        return random_actions(env.spec, key)
+    return learner.random_action(key, env.spec.num_envs)
 
 
 class OffPolicyState(NamedTuple):
@@ -132,24 +188,37 @@ def soft_update(target: PyTree, online: PyTree, tau: float) -> PyTree:
     return optax.incremental_update(online, target, tau)
 
 
-def example_transition(env: Env) -> Transition:
-    """One zero transition shaped like `env`'s, for `replay.init`."""
+def example_transition(env: Env, learner: Learner | None = None) -> Transition:
+    """One zero transition shaped like those `learner` stores from `env` (the env's actions when
+    no learner is given), for `replay.init`."""
     spec = env.spec
     obs = jnp.zeros(spec.observation_space.shape, spec.observation_space.dtype)
-    action = jnp.zeros(spec.action_space.shape, spec.action_space.dtype)
+    draw = (
+        functools.partial(random_actions, spec)
+        if learner is None
+        else functools.partial(random_stored_actions, learner, env)
+    )
+    batch = jax.eval_shape(draw, jax.random.key(0))
+    action = jax.tree.map(lambda x: jnp.zeros(x.shape[1:], x.dtype), batch)
     flag = jnp.zeros((), bool)
     return Transition(obs, action, jnp.zeros((), jnp.float32), flag, flag, obs)
 
 
 def env_step_transitions(
-    env: Env, env_state: PyTree, policy: Callable[[Array, Key], Array], key: Key
+    env: Env,
+    env_state: PyTree,
+    policy: Callable[[Array, Key], PyTree],
+    key: Key,
+    env_action: Callable[[PyTree], Action] | None = None,
 ) -> tuple[PyTree, Transition, dict[str, Array]]:
     """One batched step of `env` under `policy`: the new (env state, TimeStep), the transitions
-    to store (successor = `final_obs`) and the step's episode statistics."""
+    to store (the policy's actions; successor = `final_obs`) and the step's episode statistics.
+    `env_action` maps the policy's actions to the env's where they differ."""
     vector_state, ts = env_state
     act_key, step_key = jax.random.split(key)
     action = policy(ts.obs, act_key)
-    vector_state, next_ts = env.step(vector_state, action, step_key)
+    env_actions = action if env_action is None else env_action(action)
+    vector_state, next_ts = env.step(vector_state, env_actions, step_key)
     transition = Transition(
         ts.obs, action, next_ts.reward, next_ts.terminated, next_ts.truncated, next_ts.final_obs
     )
@@ -170,14 +239,18 @@ class OffPolicySetup(NamedTuple):
 
 def exploring_policy(
     setup: OffPolicySetup, learner_state: PyTree, env_steps: Array
-) -> Callable[[Array, Key], Array]:
-    """The collecting policy: the learner's exploration, uniform actions before learning_starts."""
+) -> Callable[[Array, Key], PyTree]:
+    """The collecting policy: the learner's exploration, uniform actions before learning_starts
+    (stored actions, which `Learner.env_action` turns into the env's)."""
 
-    def act(obs: Array, key: Key) -> Array:
+    def act(obs: Array, key: Key) -> PyTree:
         explore_key, random_key = jax.random.split(key)
         explored = setup.learner.explore(learner_state, obs, explore_key, env_steps)
-        uniform = random_actions(setup.env.spec, random_key).astype(explored.dtype)
-        return jnp.where(env_steps < setup.cfg.learning_starts, uniform, explored)
+        uniform = random_stored_actions(setup.learner, setup.env, random_key)
+        warming_up = env_steps < setup.cfg.learning_starts
+        return jax.tree.map(
+            lambda u, e: jnp.where(warming_up, u.astype(e.dtype), e), uniform, explored
+        )
 
     return act
 
@@ -188,7 +261,9 @@ def collect(
     """One batched env step into the buffer; (episodes ended, sum of their returns)."""
     state, env_state = carry
     policy = exploring_policy(setup, state.learner, state.env_steps)
-    env_state, transition, info = env_step_transitions(setup.env, env_state, policy, key)
+    env_state, transition, info = env_step_transitions(
+        setup.env, env_state, policy, key, setup.learner.env_action
+    )
     state = state._replace(
         buffer=replay.add(state.buffer, setup.layout.encode(transition)),
         env_steps=state.env_steps + setup.env.spec.num_envs,
@@ -258,7 +333,8 @@ def train_step(
 
 def init(setup: OffPolicySetup, key: Key) -> OffPolicyState:
     """The learner's fresh state and an empty buffer."""
-    buffer = replay.init(setup.layout.encode(example_transition(setup.env)), setup.cfg.buffer_size)
+    example = example_transition(setup.env, setup.learner)
+    buffer = replay.init(setup.layout.encode(example), setup.cfg.buffer_size)
     return OffPolicyState(setup.learner.init(key), buffer, jnp.zeros((), jnp.int32))
 
 
@@ -268,11 +344,10 @@ def act(
     return setup.learner.act(state.learner, obs, key, deterministic)
 
 
-def make_off_policy(
+def off_policy_setup(
     cfg: OffPolicyConfig, env: Env, learner: Learner, layout: BufferLayout = FULL_LAYOUT
-) -> Agent:
-    """An `Agent` that fills a replay buffer from `env`'s batch and trains `learner` from it:
-    the functions above bound to their setup; `layout` says how transitions are stored."""
+) -> OffPolicySetup:
+    """The driver's setup for `learner` on `env`'s batch, its sizes checked."""
     num_envs = env.spec.num_envs
     steps_per_round = num_envs * cfg.train_freq
     require(
@@ -285,7 +360,7 @@ def make_off_policy(
         f"agent.buffer_size={cfg.buffer_size} must hold at least one step of the env batch "
         f"({num_envs} envs)",
     )
-    setup = OffPolicySetup(
+    return OffPolicySetup(
         cfg,
         env,
         learner,
@@ -293,6 +368,14 @@ def make_off_policy(
         rounds=cfg.iteration_steps // steps_per_round,
         learn_after=max(cfg.learning_starts, cfg.batch_size),
     )
+
+
+def make_off_policy(
+    cfg: OffPolicyConfig, env: Env, learner: Learner, layout: BufferLayout = FULL_LAYOUT
+) -> Agent:
+    """An `Agent` that fills a replay buffer from `env`'s batch and trains `learner` from it:
+    the functions above bound to their setup; `layout` says how transitions are stored."""
+    setup = off_policy_setup(cfg, env, learner, layout)
     return Agent(
         init=functools.partial(init, setup),
         act=functools.partial(act, setup),

@@ -21,7 +21,6 @@ import jaxrl
 from agents.dqn import (
     DQNConfig,
     QNetwork,
-    epsilon,
     make_dqn,
     make_learner,
     num_updates,
@@ -34,6 +33,7 @@ from jaxrl.config import ConfigError, EnvConfig
 from jaxrl.datatypes import Box, Discrete, EnvSpec, Transition
 from jaxrl.env import random_actions
 from jaxrl.networks import conv_valid
+from jaxrl.offpolicy import epsilon
 from jaxrl.prng import make_key
 
 REPO = Path(__file__).resolve().parents[2]

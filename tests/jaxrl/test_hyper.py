@@ -50,6 +50,7 @@ AGENT_ENVS = {
     "sac": "Pendulum-v1",
     "erl": "Pendulum-v1",
     "option_critic": "FourRooms-v0",
+    "pdqn": "Platform-v0",
 }
 # Settings under which every hyperparameter has a use (REINFORCE clips rewards only when it
 # normalises them).

@@ -1,0 +1,61 @@
+"""Pieces the hybrid-action agents (P-DQN, PA-DDPG, HyAR) share: the refusal of other action
+spaces, which parameters belong to which choice, the scaling of parameters to [−1, 1], and
+Hausknecht & Stone's inverting gradients.
+
+An action of a `Hybrid` space is the pair (choice int32[...], parameters float32[..., P]) with
+every choice's parameters side by side (`jaxrl.datatypes.Hybrid`); the agents keep parameters in
+normalised units, [−1, 1] each, and rescale them to the env's bounds only at the boundary, as the
+continuous-action learners do (`jaxrl.continuous`).
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+
+from jaxrl.config import ConfigError
+from jaxrl.continuous import ActionScale
+from jaxrl.datatypes import Array, EnvSpec, Hybrid
+from jaxrl.env import describe_actions
+
+
+def hybrid_actions(spec: EnvSpec, agent: str) -> Hybrid:
+    """The env's Hybrid action space with bounded parameters; anything else is refused here, in
+    one line, before anything compiles."""
+    space = spec.action_space
+    if not isinstance(space, Hybrid):
+        raise ConfigError(
+            f"agent '{agent}' needs hybrid (parameterised) actions: a discrete choice with "
+            f"continuous parameters (Platform-v0, Goal-v0, HardMove-v0); env '{spec.name}' has "
+            f"{describe_actions(space)} (for discrete actions use dqn, for continuous ones td3, "
+            f"ddpg or sac)"
+        )
+    low, high = space.parameters.low, space.parameters.high
+    if not space.parameters.bounded or np.any(high <= low):
+        raise ConfigError(
+            f"agent '{agent}' needs bounded parameters (finite low < high) to normalise them "
+            f"to [-1, 1]; env '{spec.name}' has low={low.tolist()} high={high.tolist()}"
+        )
+    return space
+
+
+def parameter_owners(space: Hybrid) -> np.ndarray:
+    """float32[K, P]: 1 where parameter p belongs to choice k (`space.slices`)."""
+    owners = np.zeros((space.choices.n, space.parameters.shape[0]), np.float32)
+    for choice, (start, stop) in enumerate(space.slices):
+        owners[choice, start:stop] = 1.0
+    return owners
+
+
+def parameter_scale(space: Hybrid) -> ActionScale:
+    """The affine map between normalised parameters in [−1, 1] and the parameter Box."""
+    low = np.asarray(space.parameters.low, np.float32)
+    high = np.asarray(space.parameters.high, np.float32)
+    return ActionScale((high + low) / 2.0, (high - low) / 2.0)
+
+
+def inverted_gradients(grads: Array, values: Array) -> Array:
+    """Hausknecht & Stone's (2016) inverting gradients on [−1, 1]: a gradient that raises a value
+    is scaled by (1 − x)/2, one that lowers it by (x + 1)/2, so that it shrinks near a bound and
+    points back inside beyond it. `grads` are ascent directions (∂Q/∂x)."""
+    return jnp.where(grads > 0, grads * (1.0 - values), grads * (values + 1.0)) / 2.0
