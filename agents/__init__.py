@@ -79,4 +79,7 @@ REGISTRY: dict[str, AgentEntry] = {
         "agents.aggrevated", "AggreVaTeDConfig", "make_aggrevated", ("expert_share", "loss")
     ),
     "pdqn": AgentEntry("agents.pdqn", "PDQNConfig", "make_pdqn", ("episode_return", "loss")),
+    "paddpg": AgentEntry(
+        "agents.paddpg", "PADDPGConfig", "make_paddpg", ("episode_return", "critic_loss")
+    ),
 }

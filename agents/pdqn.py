@@ -65,15 +65,10 @@ import optax
 
 from jaxrl import optimizers
 from jaxrl.config import require
-from jaxrl.continuous import ActionScale, Torso, bootstrapped_return
+from jaxrl.continuous import ActionScale, Torso, bootstrapped_return, inverted_gradients
 from jaxrl.datatypes import Agent, Array, EnvSpec, Key, Metrics, PyTree, Transition
 from jaxrl.env import Env
-from jaxrl.hybrid_actions import (
-    hybrid_actions,
-    inverted_gradients,
-    parameter_owners,
-    parameter_scale,
-)
+from jaxrl.hybrid_actions import hybrid_actions, parameter_owners, parameter_scale
 from jaxrl.networks import Dense
 from jaxrl.offpolicy import (
     EpsilonGreedyConfig,

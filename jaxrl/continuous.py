@@ -137,6 +137,14 @@ def bootstrapped_return(reward: Array, terminated: Array, next_value: Array, gam
     return reward + gamma * (1.0 - terminated.astype(jnp.float32)) * next_value
 
 
+def inverted_gradients(grads: Array, values: Array) -> Array:
+    """Hausknecht & Stone's (2016) inverting gradients on [−1, 1]: a gradient that raises a value
+    is scaled by (1 − x)/2, one that lowers it by (x + 1)/2, so that it shrinks near a bound and
+    points back inside beyond it. `grads` are ascent directions (∂Q/∂x). It bounds an actor's
+    unsquashed outputs without a tanh, whose saturated ends pass no gradient."""
+    return jnp.where(grads > 0, grads * (1.0 - values), grads * (values + 1.0)) / 2.0
+
+
 def critic_loss(q: Array, target: Array) -> Array:
     """Σ over critics of the mean squared TD error (q: [critics, batch]), as in TD3's code."""
     return jnp.sum(jnp.mean((q - target) ** 2, axis=-1))

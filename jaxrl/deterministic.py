@@ -8,11 +8,12 @@
   critic update.
 
 `DDPG_KEYS` turns the three off. The actor is an MLP with a tanh output in normalised action
-units (`jaxrl.continuous`). Exploration adds Gaussian noise (`exploration_noise`) to μ(s) and clips
-to the Box; the first `learning_starts` steps are uniformly random (the driver's
-`jaxrl.offpolicy`). Targets are Polyak averages (τ = `tau`), and bootstrap with (1 − terminated)
-only: a truncated step bootstraps from its episode's last observation, which the driver stores as
-`next_obs`.
+units (`jaxrl.continuous`), or with `inverting_gradients` an unsquashed output kept in [−1, 1]
+by Hausknecht & Stone's inverting gradients and clipped where it acts (PA-DDPG's actor).
+Exploration adds Gaussian noise (`exploration_noise`) to μ(s) and clips to the Box; the first
+`learning_starts` steps are uniformly random (the driver's `jaxrl.offpolicy`). Targets are
+Polyak averages (τ = `tau`), and bootstrap with (1 − terminated) only: a truncated step
+bootstraps from its episode's last observation, which the driver stores as `next_obs`.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from jaxrl.continuous import (
     bootstrapped_return,
     box_actions,
     critic_loss,
+    inverted_gradients,
 )
 from jaxrl.datatypes import Array, EnvSpec, Key, Metrics, PyTree, Transition
 from jaxrl.networks import Dense
@@ -74,6 +76,9 @@ class DeterministicConfig(OffPolicyConfig):
     exploration_noise: float = 0.1  # σ of the Gaussian added to μ(s) when collecting
     twin_critics: bool = True  # False: one critic (DDPG)
     layer_norm: bool = False  # layer norm after every hidden layer (ERL's DDPG uses it)
+    # True: an unsquashed actor bounded by inverting gradients instead of a tanh
+    inverting_gradients: bool = False
+    max_grad_norm: float = 0.0  # global-norm clipping of each network's gradient; 0: off
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -90,20 +95,26 @@ class DeterministicConfig(OffPolicyConfig):
             self.exploration_noise >= 0,
             f"agent.exploration_noise={self.exploration_noise} must be >= 0",
         )
+        require(self.max_grad_norm >= 0, f"agent.max_grad_norm={self.max_grad_norm} must be >= 0")
 
 
 class DeterministicActor(nn.Module):
-    """μ(s) in normalised units: a tanh over the last layer."""
+    """μ(s) in normalised units: a tanh over the last layer when `squash`; else unsquashed, its
+    last layer starting near zero (N(0, 1e-4) weights, as Hausknecht & Stone's) so that actions
+    start mid-range, and kept in bounds by inverting gradients."""
 
     action_size: int
     hidden_sizes: Sequence[int]
     activation: str = "relu"
     layer_norm: bool = False
+    squash: bool = True
 
     @nn.compact
     def __call__(self, obs: Array) -> Array:
         x = Torso(self.hidden_sizes, self.activation, self.layer_norm)(obs.astype(jnp.float32))
-        return jnp.tanh(Dense(self.action_size)(x))
+        if self.squash:
+            return jnp.tanh(Dense(self.action_size)(x))
+        return Dense(self.action_size, kernel_init=nn.initializers.normal(1e-4))(x)
 
 
 class DeterministicState(NamedTuple):
@@ -132,13 +143,28 @@ def deterministic_networks(cfg: DeterministicConfig, spec: EnvSpec) -> Determini
     """The actor, critics, action scaling and optimisers for `spec` (refusing non-Box actions)."""
     scale = box_actions(spec, cfg.name)
     actor = DeterministicActor(
-        spec.action_space.shape[0], cfg.hidden_sizes, cfg.activation, cfg.layer_norm
+        spec.action_space.shape[0],
+        cfg.hidden_sizes,
+        cfg.activation,
+        cfg.layer_norm,
+        squash=not cfg.inverting_gradients,
     )
     q = StateActionCritic(cfg.hidden_sizes, cfg.activation, cfg.layer_norm)
     critics = Critics(q, 2 if cfg.twin_critics else 1)
-    return DeterministicNetworks(
-        actor, critics, scale, optax.adam(cfg.actor_lr), optax.adam(cfg.critic_lr)
-    )
+
+    def adam(learning_rate: float) -> optax.GradientTransformation:
+        # max_grad_norm is no grid key (never traced), so 0 keeps the optimiser state plain Adam's.
+        if not cfg.max_grad_norm:
+            return optax.adam(learning_rate)
+        return optax.chain(optax.clip_by_global_norm(cfg.max_grad_norm), optax.adam(learning_rate))
+
+    return DeterministicNetworks(actor, critics, scale, adam(cfg.actor_lr), adam(cfg.critic_lr))
+
+
+def policy_action(nets: DeterministicNetworks, params: PyTree, obs: Array) -> Array:
+    """μ(s) in the normalised box: a tanh actor's output, an unsquashed one's clipped."""
+    action = nets.actor.apply(params, obs)
+    return action if nets.actor.squash else jnp.clip(action, -1.0, 1.0)
 
 
 def smoothed_action(target_action: Array, noise: Array, noise_clip: float) -> Array:
@@ -156,7 +182,9 @@ def critic_target(
     """The critics' regression target for a batch with normalised actions: r + γ·(1 −
     terminated)·minᵢ Qᵢ'(s', smoothed μ'(s')); `noise` is the unclipped smoothing noise (σ·ε)."""
     next_action = smoothed_action(
-        nets.actor.apply(state.target_actor_params, batch.next_obs), noise, cfg.target_noise_clip
+        policy_action(nets, state.target_actor_params, batch.next_obs),
+        noise,
+        cfg.target_noise_clip,
     )
     next_q = nets.critics(state.target_critic_params, batch.next_obs, next_action)
     return bootstrapped_return(batch.reward, batch.terminated, next_q.min(axis=0), cfg.gamma)
@@ -182,7 +210,7 @@ def noisy_action(
     cfg: DeterministicConfig, nets: DeterministicNetworks, params: PyTree, obs: Array, key: Key
 ) -> Array:
     """μ(s) plus Gaussian exploration noise, clipped to the box, in env units."""
-    mu = nets.actor.apply(params, obs)
+    mu = policy_action(nets, params, obs)
     noise = cfg.exploration_noise * jax.random.normal(key, mu.shape)
     return nets.scale.to_env(jnp.clip(mu + noise, -1.0, 1.0))
 
@@ -197,7 +225,7 @@ def act(
 ) -> Array:
     """μ(s) in env units (evaluation), or with exploration noise."""
     if deterministic:
-        return nets.scale.to_env(nets.actor.apply(state.actor_params, obs))
+        return nets.scale.to_env(policy_action(nets, state.actor_params, obs))
     return noisy_action(cfg, nets, state.actor_params, obs, key)
 
 
@@ -209,10 +237,17 @@ def actor_step(
     obs: Array,
 ) -> tuple[PyTree, optax.OptState, PyTree, PyTree]:
     """One actor step on −Q₁(s, μ(s)) against `critic_params`, then Polyak updates of both
-    targets: (actor params, actor optimiser state, target actor, target critics)."""
+    targets: (actor params, actor optimiser state, target actor, target critics). An unsquashed
+    actor steps on a surrogate with that loss's gradient through μ(s), inverted near the bounds:
+    −mean Σ_i sg(inverted ∂Q₁/∂μ_i)·μ_i(s)."""
 
     def actor_loss(params: PyTree) -> Array:
-        return -nets.critics.first(critic_params, obs, nets.actor.apply(params, obs)).mean()
+        action = nets.actor.apply(params, obs)
+        if nets.actor.squash:
+            return -nets.critics.first(critic_params, obs, action).mean()
+        q_of = lambda a: nets.critics.first(critic_params, obs, a).sum()
+        ascent = inverted_gradients(jax.grad(q_of)(action), action)
+        return -jnp.sum(jax.lax.stop_gradient(ascent) * action, axis=-1).mean()
 
     grads = jax.grad(actor_loss)(state.actor_params)
     updates, opt_state = nets.actor_tx.update(grads, state.actor_opt_state)

@@ -1,6 +1,5 @@
 """Pieces the hybrid-action agents (P-DQN, PA-DDPG, HyAR) share: the refusal of other action
-spaces, which parameters belong to which choice, the scaling of parameters to [−1, 1], and
-Hausknecht & Stone's inverting gradients.
+spaces, which parameters belong to which choice, and the scaling of parameters to [−1, 1].
 
 An action of a `Hybrid` space is the pair (choice int32[...], parameters float32[..., P]) with
 every choice's parameters side by side (`jaxrl.datatypes.Hybrid`); the agents keep parameters in
@@ -10,12 +9,11 @@ continuous-action learners do (`jaxrl.continuous`).
 
 from __future__ import annotations
 
-import jax.numpy as jnp
 import numpy as np
 
 from jaxrl.config import ConfigError
 from jaxrl.continuous import ActionScale
-from jaxrl.datatypes import Array, EnvSpec, Hybrid
+from jaxrl.datatypes import EnvSpec, Hybrid
 from jaxrl.env import describe_actions
 
 
@@ -52,10 +50,3 @@ def parameter_scale(space: Hybrid) -> ActionScale:
     low = np.asarray(space.parameters.low, np.float32)
     high = np.asarray(space.parameters.high, np.float32)
     return ActionScale((high + low) / 2.0, (high - low) / 2.0)
-
-
-def inverted_gradients(grads: Array, values: Array) -> Array:
-    """Hausknecht & Stone's (2016) inverting gradients on [−1, 1]: a gradient that raises a value
-    is scaled by (1 − x)/2, one that lowers it by (x + 1)/2, so that it shrinks near a bound and
-    points back inside beyond it. `grads` are ascent directions (∂Q/∂x)."""
-    return jnp.where(grads > 0, grads * (1.0 - values), grads * (values + 1.0)) / 2.0

@@ -29,8 +29,8 @@ from agents.pdqn import (
 )
 from jaxrl.cli import compose
 from jaxrl.config import ConfigError, EnvConfig
+from jaxrl.continuous import inverted_gradients
 from jaxrl.datatypes import Box, Transition
-from jaxrl.hybrid_actions import inverted_gradients
 from jaxrl.offpolicy import exploring_policy, init, off_policy_setup
 from jaxrl.prng import make_key
 

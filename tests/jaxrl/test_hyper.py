@@ -51,6 +51,7 @@ AGENT_ENVS = {
     "erl": "Pendulum-v1",
     "option_critic": "FourRooms-v0",
     "pdqn": "Platform-v0",
+    "paddpg": "Platform-v0",
 }
 # Settings under which every hyperparameter has a use (REINFORCE clips rewards only when it
 # normalises them).
