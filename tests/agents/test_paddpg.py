@@ -10,7 +10,6 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
-from cli_helpers import cli, error_lines
 from learning import assert_mean_at_least
 
 import envs
@@ -175,16 +174,6 @@ def test_bad_values_are_config_errors():
         compose(["agent=paddpg", "env=Platform-v0", "agent.max_grad_norm=-1"])
     with pytest.raises(ConfigError, match=r"agent.eps_start=1.5 must be in \[0, 1\]"):
         compose(["agent=paddpg", "env=Platform-v0", "agent.eps_start=1.5"])
-
-
-def test_cli_refuses_a_non_hybrid_env_in_one_line(tmp_path):
-    out = cli("agent=paddpg", "env=Pendulum-v1", f"log.dir={tmp_path / 'run'}")
-    assert out.returncode == 2, out.stderr
-    line = error_lines(out.stderr)[-1]
-    assert line.startswith("error: agent 'paddpg' needs hybrid (parameterised) actions"), line
-    assert "env 'Pendulum-v1' has Box actions of shape (1,)" in line
-    assert "Traceback" not in out.stderr
-    assert not (tmp_path / "run").exists()
 
 
 @pytest.mark.slow

@@ -11,7 +11,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from cli_helpers import cli, error_lines
 from learning import assert_mean_at_least, seed_values
 
 import envs
@@ -292,18 +291,6 @@ def test_unbounded_parameters_are_refused(platform):
     spec = dataclasses.replace(platform.spec, action_space=unbounded)
     with pytest.raises(ConfigError, match=r"agent 'pdqn' needs bounded parameters"):
         make_setup(PDQNConfig(), spec)
-
-
-def test_cli_refuses_a_non_hybrid_env_in_one_line(tmp_path):
-    out = cli("agent=pdqn", "env=CartPole-v1", f"log.dir={tmp_path / 'run'}")
-    assert out.returncode == 2, out.stderr
-    lines = error_lines(out.stderr)
-    assert lines[-1].startswith("error: agent 'pdqn' needs hybrid (parameterised) actions"), (
-        out.stderr
-    )
-    assert "env 'CartPole-v1' has 2 discrete actions" in lines[-1]
-    assert "Traceback" not in out.stderr
-    assert not (tmp_path / "run").exists()
 
 
 def test_a_grid_trains_every_point_and_seed_and_loads_as_env_actions(tmp_path):

@@ -179,6 +179,20 @@ BAD_INPUT: list[tuple[str, tuple[str, ...], str]] = [
         "actions",
     ),
     (
+        "hybrid-agent-on-discrete-env",
+        ("agent=pdqn", "env=CartPole-v1"),
+        "error: agent 'pdqn' needs hybrid (parameterised) actions: a discrete choice with "
+        "continuous parameters (Platform-v0, Goal-v0, HardMove-v0); env 'CartPole-v1' has 2 "
+        "discrete actions",
+    ),
+    (
+        "hybrid-agent-on-box-env",
+        ("agent=paddpg", "env=Pendulum-v1"),
+        "error: agent 'paddpg' needs hybrid (parameterised) actions: a discrete choice with "
+        "continuous parameters (Platform-v0, Goal-v0, HardMove-v0); env 'Pendulum-v1' has Box "
+        "actions of shape (1,)",
+    ),
+    (
         "hard-move-without-actuators",
         ("env=HardMove-v0", "env.kwargs.num_actuators=0"),
         "error: env.kwargs.num_actuators=0 must be a whole number of actuators in [1, 16]",
