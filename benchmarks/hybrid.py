@@ -1,0 +1,275 @@
+"""The hybrid-action agents on the hybrid-action envs, beside HyAR's Table 2: the evaluation
+success rate (greedy, noise-free episodes; the goal reached) against env steps, every seed of a
+row trained in one program through the CLI, one fresh process per row.
+
+Reference figures are Li et al. (ICLR 2022, "HyAR"), Table 2: success rate, mean of 5 runs, at
+their budgets (the reference scripts' `max_timesteps`: Platform 200k, Goal 300k, Hard Move 1M env
+steps; github.com/TJU-DRL-LAB/self-supervised-rl, commit ece9562, RL_with_Action_Representation/
+HyAR/HyAR_RL/main_embedding_*_td3.py). Their baselines run on TD3 ("PDQN-TD3", "PATD3"); the
+rows here name what ran. A row's budget here is what this 2-core CPU affords; the table says
+both.
+
+Rows run one at a time and their curves are kept in benchmarks/results/hybrid.json, so the table
+(benchmarks/results/hybrid.md) and the curves (hybrid.png, one panel per env) can be filled in
+over several sessions:
+
+    python benchmarks/hybrid.py --list
+    python benchmarks/hybrid.py --rows "P-DQN, Platform" "MP-DQN, Platform" [--seeds 5]
+    python benchmarks/hybrid.py --report      # the table and the plot from what is stored
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from common import (
+    REPO,
+    RESULTS,
+    fmt,
+    load_note,
+    machine,
+    markdown_table,
+    repo_env,
+    run_process,
+    write_report,
+)
+
+STORE = RESULTS / "hybrid.json"
+
+
+@dataclass(frozen=True)
+class Env:
+    name: str  # the label in tables and plots
+    overrides: tuple[str, ...]
+    budget: int  # env steps per seed on this CPU
+    paper_budget: int  # HyAR's reference scripts
+
+
+@dataclass(frozen=True)
+class Row:
+    agent: str
+    overrides: tuple[str, ...]
+    env: Env
+    paper: str  # HyAR's Table 2 figure for this method and env, "—" where the issue gives none
+
+
+PLATFORM = Env("Platform", ("env=Platform-v0",), 100_000, 200_000)
+GOAL = Env("Goal", ("env=Goal-v0",), 100_000, 300_000)
+HARD_MOVE = {
+    n: Env(
+        f"Hard Move n={n}", ("env=HardMove-v0", f"+env.kwargs.num_actuators={n}"), 200_000, 10**6
+    )
+    for n in (4, 8)
+}
+PDQN = ("agent=pdqn", "agent.multi_pass=false")
+MPDQN = ("agent=pdqn", "agent.multi_pass=true")
+PADDPG = ("agent=paddpg",)
+HYAR = ("agent=hyar",)
+# HyAR's Table 2 as the issue quotes it: HyAR-TD3 everywhere; the best baseline (PDQN-TD3) on
+# Goal and Hard Move n = 8.
+ROWS = [
+    Row("P-DQN", PDQN, PLATFORM, "—"),
+    Row("MP-DQN", MPDQN, PLATFORM, "—"),
+    Row("PA-DDPG", PADDPG, PLATFORM, "—"),
+    Row("HyAR", HYAR, PLATFORM, "0.98"),
+    Row("P-DQN", PDQN, GOAL, "0.71 (PDQN-TD3)"),
+    Row("MP-DQN", MPDQN, GOAL, "—"),
+    Row("PA-DDPG", PADDPG, GOAL, "—"),
+    Row("HyAR", HYAR, GOAL, "0.78"),
+    Row("P-DQN", PDQN, HARD_MOVE[4], "—"),
+    Row("HyAR", HYAR, HARD_MOVE[4], "0.93"),
+    Row("P-DQN", PDQN, HARD_MOVE[8], "0.05 (PDQN-TD3)"),
+    Row("PA-DDPG", PADDPG, HARD_MOVE[8], "—"),
+    Row("HyAR", HYAR, HARD_MOVE[8], "0.89"),
+]
+
+
+def label(row: Row) -> str:
+    return f"{row.agent}, {row.env.name}"
+
+
+def run(row: Row, args: argparse.Namespace, run_dir: Path) -> dict:
+    """One row through the CLI: its command, seconds, final summary figures and curves."""
+    overrides = [
+        *row.overrides,
+        *row.env.overrides,
+        f"num_seeds={args.seeds}",
+        f"budget.env_steps={int(row.env.budget * args.budget_scale)}",
+        f"eval.per_run={args.evaluations}",
+        f"eval.episodes={args.eval_episodes}",
+        "log.progress=false",
+        "log.tensorboard=false",
+    ]
+    _, wall = run_process(
+        label(row),
+        [sys.executable, "-m", "jaxrl.run", *overrides, f"log.dir={run_dir}"],
+        cwd=REPO,
+        env=repo_env(),
+    )
+    summary = json.loads((run_dir / "summary.json").read_text())
+    with open(run_dir / "evals.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    seeds = sorted({int(r["seed"]) for r in rows})
+    return {
+        "command": "python -m jaxrl.run " + " ".join(overrides),
+        "machine": machine(),
+        "wall_s": wall,
+        "compile_s": summary["compile_seconds"],
+        "run_s": summary["run_seconds"],
+        "steps": sorted({int(r["env_steps"]) for r in rows}),
+        "success": [
+            [float(r["eval_success_rate"]) for r in rows if int(r["seed"]) == s] for s in seeds
+        ],
+        "returns": [[float(r["eval_return"]) for r in rows if int(r["seed"]) == s] for s in seeds],
+    }
+
+
+def fraction_at(result: dict, share: float) -> str:
+    """Mean success over seeds at the first evaluation at or past `share` of the run, with the
+    worst seed's."""
+    steps = np.asarray(result["steps"])
+    index = int(np.searchsorted(steps, share * steps[-1]))
+    column = np.asarray(result["success"])[:, index]
+    return f"{column.mean():.2f} (min {column.min():.2f}) at {steps[index] // 1000}k"
+
+
+def last_quarter(result: dict) -> float:
+    """Mean success over seeds and over the evaluations in the last quarter of the run: steadier
+    than the final evaluation alone, whose single policy snapshot swings between seeds."""
+    steps = np.asarray(result["steps"])
+    return float(np.asarray(result["success"])[:, steps >= 0.75 * steps[-1]].mean())
+
+
+def report(store: dict[str, dict]) -> None:
+    header = [
+        "agent",
+        "env",
+        "success at half the budget",
+        "final success (worst seed)",
+        "final success per seed",
+        "mean success, last quarter",
+        "HyAR Table 2 (at its budget)",
+        "seeds",
+        "budget here / paper's",
+        "compile s",
+        "run s",
+    ]
+    rows, commands = [], []
+    for row in ROWS:
+        result = store.get(label(row))
+        if result is None:
+            continue
+        success = np.asarray(result["success"])
+        final = success[:, -1]
+        rows.append(
+            [
+                row.agent,
+                row.env.name,
+                fraction_at(result, 0.5),
+                f"**{final.mean():.2f}** ({final.min():.2f})",
+                ", ".join(f"{v:.2f}" for v in final),
+                f"{last_quarter(result):.2f}",
+                row.paper,
+                str(len(final)),
+                f"{result['steps'][-1] // 1000}k / {row.env.paper_budget // 1000}k",
+                fmt(result["compile_s"]),
+                fmt(result["run_s"]),
+            ]
+        )
+        commands.append(
+            f"* {label(row)} ({result['machine']}; {result['load']}): `{result['command']}`"
+        )
+    text = "\n".join(
+        [
+            "# Hybrid-action agents against HyAR's Table 2",
+            "",
+            "`python benchmarks/hybrid.py` (module docstring). Each row's seeds train in one "
+            "program; about 20 evaluations per run, each of `eval.episodes` greedy, noise-free "
+            "episodes per seed, give its success rate (the goal reached). Cells: mean over seeds "
+            "(the worst seed's). Seconds are the run's `summary.json` (compile, run); other "
+            "processes shared the CPU during some rows, so compare them loosely.",
+            "",
+            markdown_table(header, rows),
+            "",
+            "Commands (each with `log.dir=<a temporary directory>`) and machines:",
+            "",
+            *commands,
+            "",
+            "![success rate against env steps](hybrid.png)",
+            "",
+        ]
+    )
+    write_report(text, RESULTS / "hybrid.md")
+    plot(store)
+
+
+def plot(store: dict[str, dict]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    env_names = list(dict.fromkeys(row.env.name for row in ROWS if label(row) in store))
+    fig, axes = plt.subplots(
+        1, len(env_names), figsize=(4.2 * len(env_names), 3.6), squeeze=False, sharey=True
+    )
+    for ax, env_name in zip(axes[0], env_names, strict=True):
+        for row in ROWS:
+            result = store.get(label(row))
+            if row.env.name != env_name or result is None:
+                continue
+            steps, success = np.asarray(result["steps"]), np.asarray(result["success"])
+            (line,) = ax.plot(steps, success.mean(axis=0), label=row.agent, linewidth=2)
+            for seed_curve in success:
+                ax.plot(steps, seed_curve, color=line.get_color(), linewidth=0.5, alpha=0.3)
+        ax.set_title(env_name)
+        ax.set_xlabel("env steps per seed")
+        ax.set_ylim(-0.02, 1.02)
+        ax.legend(loc="lower right", fontsize=8)
+    axes[0][0].set_ylabel("evaluation success rate")
+    fig.suptitle("mean over seeds (thick), each seed (thin)", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(RESULTS / "hybrid.png", dpi=110)
+    plt.close(fig)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", nargs="*", default=[], help="labels to run (see --list)")
+    parser.add_argument("--list", action="store_true", help="print the row labels and stop")
+    parser.add_argument("--report", action="store_true", help="only rewrite the table and plot")
+    parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--evaluations", type=int, default=20, help="evaluations per run")
+    parser.add_argument("--eval-episodes", type=int, default=50)
+    parser.add_argument("--budget-scale", type=float, default=1.0, help="× each row's budget")
+    args = parser.parse_args()
+    if args.list:
+        print("\n".join(f"{label(row)}: {' '.join(row.overrides)}" for row in ROWS))
+        return
+    store = json.loads(STORE.read_text()) if STORE.exists() else {}
+    chosen = [row for row in ROWS if label(row) in args.rows]
+    unknown = set(args.rows) - {label(row) for row in ROWS}
+    if unknown:
+        parser.error(f"unknown rows {sorted(unknown)}; see --list")
+    load_before = os.getloadavg()[0]
+    with tempfile.TemporaryDirectory() as tmp:
+        for i, row in enumerate(chosen):
+            result = run(row, args, Path(tmp) / str(i))
+            result["load"] = load_note(load_before, os.getloadavg()[0])
+            store[label(row)] = result
+            STORE.write_text(json.dumps(store, indent=1))
+            final = np.asarray(result["success"])[:, -1]
+            print(f"{label(row)}: final success {final.mean():.2f} {final.round(2).tolist()}")
+    report(store)
+
+
+if __name__ == "__main__":
+    main()
