@@ -177,20 +177,22 @@ def test_bad_values_are_config_errors():
 
 
 @pytest.mark.slow
-def test_paddpg_learns_platform_in_10k_steps(tmp_path):
-    """PA-DDPG at its defaults (the reference's Platform settings), 3 seeds in one program, 10k
+def test_paddpg_learns_platform_in_15k_steps(tmp_path):
+    """PA-DDPG at its defaults (the reference's Platform settings), 4 seeds in one program, 15k
     env steps: the mean over seeds of the final evaluation return (20 greedy episodes; 1 is the
-    goal, a random policy gets 0.15, an untrained greedy one ~0.2) reaches 0.6. Measured on an
-    AMD EPYC (seeds 0–2): 0.886, 0.786, 0.887."""
+    goal, a random policy gets 0.15, an untrained greedy one ~0.2) reaches 0.55. PA-DDPG's seeds
+    spread widely early on (6 seeds on an AMD EPYC at 10k: 0.25 to 0.90; at 15k: 0.43 to 0.96),
+    so the budget is past the spread and the threshold leaves room for one seed failing.
+    Measured on an AMD EPYC (seeds 0–3): 0.780, 0.894, 0.962, 0.846."""
     result = jaxrl.train(
         "agent=paddpg",
         "env=Platform-v0",
-        "num_seeds=3",
-        "budget.env_steps=10000",
+        "num_seeds=4",
+        "budget.env_steps=15000",
         "eval.every=5",
         "eval.episodes=20",
         *QUIET,
         run_dir=tmp_path,
     )
     assert result.status == "completed"
-    assert_mean_at_least(result.summary, 0.6)
+    assert_mean_at_least(result.summary, 0.55)
