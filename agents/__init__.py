@@ -71,6 +71,13 @@ REGISTRY: dict[str, AgentEntry] = {
         "make_option_critic",
         ("episode_length", "option_duration"),
     ),
+    "ppoc": AgentEntry(
+        "agents.ppoc",
+        "PPOCConfig",
+        "make_ppoc",
+        ("episode_return", "option_duration"),
+        takes_budget=True,
+    ),
     "bc": AgentEntry("agents.bc", "BCConfig", "make_bc", ("dataset_size", "loss")),
     "dagger": AgentEntry(
         "agents.dagger", "DAggerConfig", "make_dagger", ("expert_share", "dataset_size")

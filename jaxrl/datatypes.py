@@ -200,3 +200,9 @@ class Agent(NamedTuple):
     action_value: Callable[[PyTree, Array, Array], Array] | None = None
     # (state, batched obs) -> V(s) in the env's reward units:
     state_value: Callable[[PyTree, Array], Array] | None = None
+    # An agent whose acting carries memory from step to step (an options agent's running option)
+    # is evaluated with it: (state, batched obs, memory, key) -> (deterministic actions, memory),
+    # n envs' memory at the start of their episodes being `initial_memory(n)`. None: evaluations
+    # call `act` at every step; `act` (what `jaxrl.load` and videos run) is memoryless always.
+    act_with_memory: Callable[[PyTree, Array, PyTree, Key], tuple[Array, PyTree]] | None = None
+    initial_memory: Callable[[int], PyTree] | None = None

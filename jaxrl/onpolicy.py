@@ -6,6 +6,11 @@ true successor (`final_obs`) of every step; running observation / discounted-ret
 V(final_obs) and terminated ones from nothing (λ = 1 gives n-step / Monte-Carlo returns); then
 `epochs` passes over `minibatches` shuffled minibatches, one optimiser step each.
 
+A policy is `actor_critic_model` (`ActorCritic`: a distribution and V(s) per observation) unless
+the algorithm brings its own `PolicyModel`: other heads, and memory each env carries from step
+to step of the rollout (PPOC's running option), reset where an episode ends and stored with the
+steps for the loss.
+
 Devices: the env batch is sharded over a 1-D mesh with `shard_map`. Each device keeps its slice of
 envs, draws per-env random keys from the same global split, and the same minibatch time indices,
 so the result does not depend on the device count. A loss is a local sum divided by the *global*
@@ -22,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, NamedTuple
 
 import chex
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import optax
@@ -101,10 +107,12 @@ class Sample(NamedTuple):
     value: Array  # V(obs) under the critic that acted
     advantage: Array
     target: Array  # value target: advantage + value
+    record: PyTree = None  # what the policy kept of the step (`Acting.record`)
 
 
-# (distribution, value, sample) -> (per-sample loss, per-sample metrics)
-SampleLoss = Callable[[Distribution, Array, Sample], tuple[Array, dict[str, Array]]]
+# (distribution, value, sample) -> (per-sample loss, per-sample metrics); a `PolicyModel` may
+# give the loss other leading arguments (`PolicyModel.loss_inputs`).
+SampleLoss = Callable[..., tuple[Array, dict[str, Array]]]
 
 
 def policy_gradient_loss(
@@ -121,6 +129,63 @@ def policy_gradient_loss(
     return loss, {"policy_loss": policy_loss, "value_loss": value_loss, "entropy": entropy}
 
 
+class Acting(NamedTuple):
+    """One env's step as its policy took it (`PolicyModel.act`)."""
+
+    raw_action: Array  # the distribution's sample (before clipping / squashing)
+    log_prob: Array
+    env_action: Array
+    value: Array  # what the step's advantage is measured against: V(s) (PPOC: Q_Ω(s, ω))
+    memory: PyTree  # what the env carries to its next step (None: nothing)
+    record: PyTree  # kept with the step for the loss, the bootstrap and the metrics (None)
+
+
+class PolicyModel(NamedTuple):
+    """The network and how its outputs act, bootstrap and reach the loss, for one observation.
+    `actor_critic_model` is PPO's, A2C's and REINFORCE's; an algorithm with other heads or with
+    memory (PPOC's running option) brings its own (`Algorithm.model`)."""
+
+    net: nn.Module  # init(key, obs) / apply(params, obs) -> outputs, for one obs or a batch
+    act: Callable[[PyTree, PyTree, Key], Acting]  # (outputs, memory, key): one env's step
+    # (outputs at a step's successor, the step's record) -> the successor's value
+    successor_value: Callable[[PyTree, PyTree], Array]
+    # (outputs, sample) -> the loss's arguments before the sample
+    loss_inputs: Callable[[PyTree, Sample | None], tuple]
+    # (outputs, key, deterministic) -> an env action, without memory (evaluation, jaxrl.load)
+    action: Callable[[PyTree, Key, bool], Array]
+    state_value: Callable[[PyTree], Array]  # V(s), for `Agent.state_value`
+    initial_memory: PyTree = None  # one env's memory at the start of an episode
+    # (records [T, envs]) -> {name: (numerator, denominator)} [T, envs]: each metric is the
+    # ratio of their sums over the rollout's valid steps
+    metrics: Callable[[PyTree], dict[str, tuple[Array, Array]]] | None = None
+    # (outputs, memory, key) -> (deterministic env action, memory): evaluation with the memory
+    # (`Agent.act_with_memory`); None: evaluations use `action` alone
+    evaluate: Callable[[PyTree, PyTree, Key], tuple[Array, PyTree]] | None = None
+
+
+def actor_critic_model(net: ActorCritic, head: ActionHead) -> PolicyModel:
+    """`ActorCritic`'s outputs as a policy without memory: a distribution and V(s)."""
+
+    def act(outputs: tuple[tuple[Array, ...], Array], memory: None, key: Key) -> Acting:
+        policy_outputs, value = outputs
+        dist = head.distribution(policy_outputs)
+        raw = dist.sample(key)
+        return Acting(raw, dist.log_prob(raw), dist.env_action(raw), value, None, None)
+
+    def action(outputs: tuple[tuple[Array, ...], Array], key: Key, deterministic: bool) -> Array:
+        dist = head.distribution(outputs[0])
+        return dist.env_action(dist.mode() if deterministic else dist.sample(key))
+
+    return PolicyModel(
+        net=net,
+        act=act,
+        successor_value=lambda outputs, record: outputs[1],
+        loss_inputs=lambda outputs, sample: (head.distribution(outputs[0]), outputs[1]),
+        action=action,
+        state_value=lambda outputs: outputs[1],
+    )
+
+
 class Algorithm(NamedTuple):
     """What makes an on-policy agent itself."""
 
@@ -131,6 +196,7 @@ class Algorithm(NamedTuple):
     minibatches: int = 1
     critic: bool = True  # False: no value function, advantages are plain returns
     mean_baseline: bool = False  # subtract the batch mean of the returns (critic-free baseline)
+    model: PolicyModel | None = None  # None: `actor_critic_model` of the config's `ActorCritic`
 
 
 class OnPolicyState(NamedTuple):
@@ -140,6 +206,7 @@ class OnPolicyState(NamedTuple):
     return_stats: RunningStats  # of the discounted return, for reward scaling
     discounted_return: Array  # float32[num_envs], running per env; sharded with the env batch
     env_steps: Array  # float32: steps consumed so far, for learning-rate annealing
+    memory: PyTree = None  # the policy's per-env memory [num_envs, ...]; sharded with the envs
 
 
 class Rollout(NamedTuple):
@@ -153,6 +220,7 @@ class Rollout(NamedTuple):
     discounted_return: Array  # the running discounted return after each step
     episode_return: Array  # of the episode that ended at the step; used where `episode_done`
     episode_done: Array
+    record: PyTree = None  # the policy's `Acting.record` of each step
 
 
 def gae(
@@ -225,15 +293,14 @@ def global_mean(axis: parallel.DataAxis, x: Array, valid: Array | None) -> Array
 
 class OnPolicySetup(NamedTuple):
     """What one on-policy agent's functions share, fixed when the program is traced: its config
-    and algorithm, the env, the network and action head, the device axis and the batch sizes.
-    `make_on_policy` builds it; the functions below take it as their first argument."""
+    and algorithm, the env, the policy (network and how it acts), the device axis and the batch
+    sizes. `make_on_policy` builds it; the functions below take it as their first argument."""
 
     cfg: OnPolicyConfig
     algorithm: Algorithm
     env: Env
     single_env: Env  # the env with one env per batch (vmapped per env); `env` for host pools
-    net: ActorCritic
-    head: ActionHead
+    policy: PolicyModel
     tx: optax.GradientTransformation
     flat_optimizer: bool  # tx works on the parameters as one flat vector (`jaxrl.speedups`)
     axis: parallel.DataAxis
@@ -253,14 +320,17 @@ def on_policy_setup(
     obs_shape = spec.observation_space.shape
     head = action_head(spec.action_space, cfg.squash_actions, cfg.name)
     torso = resolve_torso(cfg.torso, obs_shape, cfg.name)
-    net = ActorCritic(
-        head.size,
-        head.continuous,
-        cfg.hidden_sizes,
-        cfg.activation,
-        torso,
-        cfg.shared_torso,
-        cfg.log_std_init,
+    policy = algorithm.model or actor_critic_model(
+        ActorCritic(
+            head.size,
+            head.continuous,
+            cfg.hidden_sizes,
+            cfg.activation,
+            torso,
+            cfg.shared_torso,
+            cfg.log_std_init,
+        ),
+        head,
     )
     num_envs = spec.num_envs
     episodic = algorithm.num_steps is None
@@ -287,8 +357,7 @@ def on_policy_setup(
         algorithm=algorithm,
         env=env,
         single_env=env.with_num_envs(1) if spec.vmappable else env,
-        net=net,
-        head=head,
+        policy=policy,
         tx=tx,
         flat_optimizer=speedups.enabled(),
         axis=axis,
@@ -301,10 +370,12 @@ def on_policy_setup(
     )
 
 
-def model(setup: OnPolicySetup, params: PyTree, obs: Array) -> tuple[Distribution, Array]:
-    """The policy and value of one observation that is already normalised."""
-    outputs, value = setup.net.apply(params, obs)
-    return setup.head.distribution(outputs), value
+def model(
+    setup: OnPolicySetup, params: PyTree, obs: Array, sample: Sample | None = None
+) -> tuple[Any, ...]:
+    """The loss's leading arguments for one observation that is already normalised (the
+    distribution and value for `actor_critic_model`)."""
+    return setup.policy.loss_inputs(setup.policy.net.apply(params, obs), sample)
 
 
 def normalized(setup: OnPolicySetup, obs_stats: RunningStats, obs: Array) -> Array:
@@ -313,11 +384,9 @@ def normalized(setup: OnPolicySetup, obs_stats: RunningStats, obs: Array) -> Arr
     return normalize.normalize(obs_stats, obs, setup.cfg.obs_clip)
 
 
-def forward(
-    setup: OnPolicySetup, params: PyTree, obs_stats: RunningStats, obs: Array
-) -> tuple[Distribution, Array]:
-    """The policy and value of one raw observation."""
-    return model(setup, params, normalized(setup, obs_stats, obs))
+def forward(setup: OnPolicySetup, params: PyTree, obs_stats: RunningStats, obs: Array) -> PyTree:
+    """The network's outputs for one raw observation."""
+    return setup.policy.net.apply(params, normalized(setup, obs_stats, obs))
 
 
 def local_keys(setup: OnPolicySetup, key: Key, *shape: int) -> Array:
@@ -345,10 +414,10 @@ def env_step(
 def rollout(
     setup: OnPolicySetup, state: OnPolicyState, env_state: PyTree, key: Key
 ) -> tuple[PyTree, Rollout, Array]:
-    """`num_steps` steps of every env; returns the env state, the steps and the running
-    discounted returns. In episodic mode an env whose episode ended waits at its next start,
-    its later steps marked invalid."""
-    episodic, vmappable = setup.episodic, setup.env.spec.vmappable
+    """`num_steps` steps of every env; returns the env state, the steps, the running discounted
+    returns and the policy's memory. In episodic mode an env whose episode ended waits at its
+    next start, its later steps marked invalid."""
+    episodic, vmappable, policy = setup.episodic, setup.env.spec.vmappable, setup.policy
     vector_state, last_ts = env_state
     if episodic and not vmappable:
         # A host pool cannot hold a finished env at its next start while the others run on,
@@ -356,14 +425,13 @@ def rollout(
         key, reset_key = jax.random.split(key)
         vector_state, last_ts = setup.env.reset(reset_key)
 
-    def act_one(obs: Array, k: Key):
-        dist, value = forward(setup, state.params, state.obs_stats, obs)
-        raw = dist.sample(k)
-        return raw, dist.log_prob(raw), dist.env_action(raw), value
+    def act_one(obs: Array, memory: PyTree, k: Key) -> Acting:
+        return policy.act(forward(setup, state.params, state.obs_stats, obs), memory, k)
 
     def body(carry, keys):
-        vector_state, ts, alive, discounted = carry
-        raw, log_prob, action, value = jax.vmap(act_one)(ts.obs, keys[:, 0])
+        vector_state, ts, alive, discounted, memory = carry
+        acting = jax.vmap(act_one)(ts.obs, memory, keys[:, 0])
+        action = acting.env_action
         next_state, next_ts = env_step(setup, vector_state, action, keys[:, 1])
         done = next_ts.terminated | next_ts.truncated
         discounted = discounted * setup.cfg.gamma + next_ts.reward
@@ -376,30 +444,40 @@ def rollout(
                 next_ts.truncated,
                 next_ts.final_obs,
             ),
-            raw,
-            log_prob,
-            value,
+            acting.raw_action,
+            acting.log_prob,
+            acting.value,
             alive if episodic else None,
             discounted,
             next_ts.info["episode_return"],
             next_ts.info["episode_done"] & alive if episodic else next_ts.info["episode_done"],
+            acting.record,
         )
         discounted = jnp.where(done, 0.0, discounted)
+        next_memory = jax.tree.map(
+            lambda initial, m: jnp.where(per_env(done, m), initial, m),
+            policy.initial_memory,
+            acting.memory,
+        )
         if episodic:  # an env whose episode ended waits at its next start
-            keep = lambda new, old: jnp.where(
-                alive.reshape(alive.shape + (1,) * (new.ndim - 1)), new, old
-            )
+            keep = lambda new, old: jnp.where(per_env(alive, new), new, old)
             if vmappable:  # a host pool steps on: its episodes restart next iteration
                 next_state = jax.tree.map(keep, next_state, vector_state)
             next_ts = jax.tree.map(keep, next_ts, ts)
+            next_memory = jax.tree.map(keep, next_memory, memory)
             alive = alive & ~done
-        return (next_state, next_ts, alive, discounted), step
+        return (next_state, next_ts, alive, discounted, next_memory), step
 
     alive = jnp.ones((setup.local_envs,), bool)
-    carry = (vector_state, last_ts, alive, state.discounted_return)
+    carry = (vector_state, last_ts, alive, state.discounted_return, state.memory)
     keys = jnp.moveaxis(local_keys(setup, key, setup.num_steps, 2), 0, 1)
-    (vector_state, last_ts, _, discounted), steps = jax.lax.scan(body, carry, keys)
-    return (vector_state, last_ts), steps, discounted
+    (vector_state, last_ts, _, discounted, memory), steps = jax.lax.scan(body, carry, keys)
+    return (vector_state, last_ts), steps, discounted, memory
+
+
+def per_env(flags: Array, like: Array) -> Array:
+    """Per-env flags [envs] shaped to broadcast against `like` [envs, ...]."""
+    return flags.reshape(flags.shape + (1,) * (like.ndim - 1))
 
 
 def learning_rate(setup: OnPolicySetup, env_steps: Array) -> Array:
@@ -424,8 +502,10 @@ def samples_of(
         )
     if algorithm.critic:
         values = ro.value
-        value_of = lambda o: forward(setup, state.params, state.obs_stats, o)[1]
-        next_values = jax.vmap(jax.vmap(value_of))(t.next_obs)
+        value_of = lambda o, record: setup.policy.successor_value(
+            forward(setup, state.params, state.obs_stats, o), record
+        )
+        next_values = jax.vmap(jax.vmap(value_of))(t.next_obs, ro.record)
     else:
         values = next_values = jnp.zeros_like(reward)
     advantages, targets = gae(
@@ -436,7 +516,7 @@ def samples_of(
     # Normalised once here rather than in every minibatch of every epoch: the statistics are
     # those the rollout acted with and do not change during the update.
     obs = normalized(setup, state.obs_stats, t.obs)
-    return Sample(obs, ro.raw_action, ro.log_prob, values, advantages, targets)
+    return Sample(obs, ro.raw_action, ro.log_prob, values, advantages, targets, ro.record)
 
 
 def minibatch_loss(
@@ -446,10 +526,10 @@ def minibatch_loss(
     vector (one reduction instead of one per metric)."""
     # The network runs on the whole minibatch (its weight gradients are then the fast
     # `networks.batch_matmul` form), the loss per sample.
-    outputs, value = setup.net.apply(params, batch.obs)
+    outputs = setup.policy.net.apply(params, batch.obs)
     per_sample, metrics = jax.vmap(
-        lambda out, v, sample: setup.algorithm.loss(setup.head.distribution(out), v, sample)
-    )(outputs, value, batch)
+        lambda out, sample: setup.algorithm.loss(*setup.policy.loss_inputs(out, sample), sample)
+    )(outputs, batch)
     packed = jax.lax.stop_gradient(jnp.stack([metrics[k] for k in sorted(metrics)], axis=-1))
     if valid is not None:
         w = valid.astype(jnp.float32)
@@ -513,7 +593,7 @@ def update(
     one = jax.tree.map(lambda x: x[0, 0], samples)
     metric_names = sorted(
         jax.eval_shape(
-            lambda p, b: algorithm.loss(*model(setup, p, b.obs), b)[1], state.params, one
+            lambda p, b: algorithm.loss(*model(setup, p, b.obs, b), b)[1], state.params, one
         )
     )
     (params, opt_state), packed = jax.lax.scan(
@@ -530,7 +610,7 @@ def iteration(
     """One training iteration on this device's envs: rollout, statistics, advantages, update."""
     cfg, axis = setup.cfg, setup.axis
     rollout_key, update_key = jax.random.split(key)
-    env_state, ro, discounted = rollout(setup, state, env_state, rollout_key)
+    env_state, ro, discounted, memory = rollout(setup, state, env_state, rollout_key)
     return_stats = state.return_stats
     if cfg.return_normalization:
         return_stats = normalize.combine(
@@ -547,8 +627,11 @@ def iteration(
     episodes = axis.psum(ro.episode_done.sum())
     returns = axis.psum(jnp.where(ro.episode_done, ro.episode_return, 0.0).sum())
     new_state = OnPolicyState(
-        params, opt_state, obs_stats, return_stats, discounted, state.env_steps + steps
+        params, opt_state, obs_stats, return_stats, discounted, state.env_steps + steps, memory
     )
+    if setup.policy.metrics is not None:
+        for name, (numerator, denominator) in setup.policy.metrics(ro.record).items():
+            metrics[name] = ratio_of_sums(axis, numerator, denominator, ro.valid)
     metrics = {
         **metrics,
         "env_steps": steps,
@@ -561,10 +644,21 @@ def iteration(
     return new_state, env_state, metrics
 
 
+def ratio_of_sums(
+    axis: parallel.DataAxis, numerator: Array, denominator: Array, valid: Array | None
+) -> Array:
+    """Σ numerator / Σ denominator over the valid entries on all devices (0 where the
+    denominator sums to less than 1, e.g. no entry counted)."""
+    w = 1.0 if valid is None else valid.astype(jnp.float32)
+    total, count = axis.psum(((w * numerator).sum(), (w * denominator).sum()))
+    return total / jnp.maximum(count, 1.0)
+
+
 def init(setup: OnPolicySetup, key: Key) -> OnPolicyState:
-    """Fresh parameters, optimiser state and statistics."""
+    """Fresh parameters, optimiser state and statistics; every env's memory at its initial
+    value."""
     space = setup.env.spec.observation_space
-    params = setup.net.init(key, jnp.zeros(space.shape, space.dtype))
+    params = setup.policy.net.init(key, jnp.zeros(space.shape, space.dtype))
     return OnPolicyState(
         params=params,
         opt_state=setup.tx.init(ravel_pytree(params)[0] if setup.flat_optimizer else params),
@@ -572,6 +666,7 @@ def init(setup: OnPolicySetup, key: Key) -> OnPolicyState:
         return_stats=normalize.init(()),
         discounted_return=jnp.zeros((setup.num_envs,), jnp.float32),
         env_steps=jnp.zeros((), jnp.float32),
+        memory=initial_memory(setup, setup.num_envs),
     )
 
 
@@ -581,18 +676,39 @@ def act(
     """Actions for a batch of observations, or for a single one (`jaxrl.load`'s policy)."""
 
     def one(o: Array, k: Key) -> Array:
-        dist, _ = forward(setup, state.params, state.obs_stats, o)
-        return dist.env_action(dist.mode() if deterministic else dist.sample(k))
+        outputs = forward(setup, state.params, state.obs_stats, o)
+        return setup.policy.action(outputs, k, deterministic)
 
     if obs.ndim == len(setup.env.spec.observation_space.shape):
         return one(obs, key)
     return jax.vmap(one)(obs, jax.random.split(key, obs.shape[0]))
 
 
+def act_with_memory(
+    setup: OnPolicySetup, state: OnPolicyState, obs: Array, memory: PyTree, key: Key
+) -> tuple[Array, PyTree]:
+    """Deterministic actions for a batch of observations and the envs' memory
+    (`PolicyModel.evaluate`), and the memory they carry to the next step."""
+
+    def one(o: Array, m: PyTree, k: Key) -> tuple[Array, PyTree]:
+        return setup.policy.evaluate(forward(setup, state.params, state.obs_stats, o), m, k)
+
+    return jax.vmap(one)(obs, memory, jax.random.split(key, obs.shape[0]))
+
+
+def initial_memory(setup: OnPolicySetup, num_envs: int) -> PyTree:
+    """The memory of `num_envs` envs at the start of their episodes."""
+    return jax.tree.map(
+        lambda m: jnp.full((num_envs, *jnp.shape(m)), m), setup.policy.initial_memory
+    )
+
+
 def state_value(setup: OnPolicySetup, state: OnPolicyState, obs: Array) -> Array:
     """V(s) of a batch of raw observations in the env's reward units: the critic learns the
     scaled return where `return_normalization` is on, so its values are scaled back."""
-    values = jax.vmap(lambda o: forward(setup, state.params, state.obs_stats, o)[1])(obs)
+    values = jax.vmap(
+        lambda o: setup.policy.state_value(forward(setup, state.params, state.obs_stats, o))
+    )(obs)
     if setup.cfg.return_normalization:
         values = values * jnp.sqrt(state.return_stats.var + STD_EPS)
     return values
@@ -610,12 +726,13 @@ def make_on_policy(
     learning-rate annealing horizon. Bad combinations raise ConfigError here."""
     setup = on_policy_setup(cfg, env, algorithm, total_env_steps)
     env_spec = P(ENV_AXIS) if env.spec.vmappable else P()
-    state_spec = OnPolicyState(P(), P(), P(), P(), env_spec, P())
+    state_spec = OnPolicyState(P(), P(), P(), P(), env_spec, P(), env_spec)
     sharded_iteration = setup.axis.shard_map(
         functools.partial(iteration, setup),
         in_specs=(state_spec, env_spec, P()),
         out_specs=(state_spec, env_spec, P()),
     )
+    memory = setup.policy.evaluate is not None  # evaluations carry the policy's memory
     return Agent(
         init=functools.partial(init, setup),
         act=functools.partial(act, setup),
@@ -623,4 +740,6 @@ def make_on_policy(
         params=flat_params,
         steps_per_iteration=None if setup.episodic else setup.num_steps * setup.num_envs,
         state_value=functools.partial(state_value, setup) if algorithm.critic else None,
+        act_with_memory=functools.partial(act_with_memory, setup) if memory else None,
+        initial_memory=functools.partial(initial_memory, setup) if memory else None,
     )

@@ -9,11 +9,13 @@ import jax
 import jax.numpy as jnp
 
 from jaxrl import normalize
-from jaxrl.datatypes import Array, Key
+from jaxrl.datatypes import Array, Key, PyTree
 from jaxrl.env import Env
 from jaxrl.normalize import RunningStats
 
 Policy = Callable[[Array, Key], Array]  # (batched obs, key) -> batched action
+# (batched obs, key, memory) -> (batched action, memory): a policy that carries memory
+MemoryPolicy = Callable[[Array, Key, PyTree], tuple[Array, PyTree]]
 
 
 class Episodes(NamedTuple):
@@ -26,8 +28,12 @@ class Episodes(NamedTuple):
     successes: Array | None = None
 
 
-def run_episodes(env: Env, policy: Policy, key: Key) -> Episodes:
+def run_episodes(
+    env: Env, policy: Policy | MemoryPolicy, key: Key, memory: PyTree = None
+) -> Episodes:
     """Run every env of the batch for exactly one episode, stopping as soon as all have ended.
+    Given the envs' initial `memory`, `policy` is a `MemoryPolicy` and the memory is carried from
+    each step to the next.
 
     A `while_loop` rather than a fixed-length scan, so a batch whose episodes all end early costs
     only the steps it needed; steps after an env's episode ended are computed but not counted.
@@ -41,14 +47,17 @@ def run_episodes(env: Env, policy: Policy, key: Key) -> Episodes:
     env_state, ts = env.reset(reset_key)
 
     def cond(carry):
-        _, _, alive, *_, t, _ = carry
+        _, _, alive, *_, t, _, _ = carry
         return jnp.any(alive) & (t < env.spec.max_episode_steps)
 
     def body(carry):
-        env_state, obs, alive, returns, lengths, successes, stats, t, key = carry
+        env_state, obs, alive, returns, lengths, successes, stats, t, key, memory = carry
         key, act_key, step_key = jax.random.split(key, 3)
         stats = normalize.update(stats, obs, alive)
-        action = policy(obs, act_key)
+        if memory is None:
+            action = policy(obs, act_key)
+        else:
+            action, memory = policy(obs, act_key, memory)
         env_state, ts = env.step(env_state, action, step_key)
         ended = alive & ts.info["episode_done"]
         returns = jnp.where(ended, ts.info["episode_return"], returns)
@@ -56,7 +65,7 @@ def run_episodes(env: Env, policy: Policy, key: Key) -> Episodes:
         if reports_success:
             successes = jnp.where(ended, ts.info["episode_success"], successes)
         alive = alive & ~ended
-        return env_state, ts.obs, alive, returns, lengths, successes, stats, t + 1, key
+        return env_state, ts.obs, alive, returns, lengths, successes, stats, t + 1, key, memory
 
     per_env_stats = RunningStats(
         jnp.zeros((n,), jnp.float32),
@@ -73,7 +82,8 @@ def run_episodes(env: Env, policy: Policy, key: Key) -> Episodes:
         per_env_stats,
         jnp.zeros((), jnp.int32),
         loop_key,
+        memory,
     )
-    _, _, _, returns, lengths, successes, stats, t, _ = jax.lax.while_loop(cond, body, carry)
+    _, _, _, returns, lengths, successes, stats, t, *_ = jax.lax.while_loop(cond, body, carry)
     successes = successes if reports_success else None
     return Episodes(returns, lengths, t * n, normalize.merge(stats), successes)

@@ -50,6 +50,7 @@ AGENT_ENVS = {
     "sac": "Pendulum-v1",
     "erl": "Pendulum-v1",
     "option_critic": "FourRooms-v0",
+    "ppoc": "Pendulum-v1",
     "pdqn": "Platform-v0",
     "paddpg": "Platform-v0",
 }
