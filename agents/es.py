@@ -9,9 +9,10 @@ Common random numbers: a pair's noise ε is regenerated from (generation key, pa
 wherever it is needed (evaluation and gradient), in chunks, so the population × parameters matrix
 never exists as a whole; both members of a pair also start their episodes from the same env seeds.
 
-Devices: pairs are sharded over a 1-D mesh with `shard_map`; only fitness scalars (and the tiny
-observation statistics) are gathered, and every device then computes the same update, as the
-original workers did from a shared noise table.
+Devices: pairs are sharded over a 1-D mesh with `shard_map` (over every process's devices in a
+distributed run); only fitness scalars (and the tiny observation statistics) are gathered, and
+every device then computes the same update, as the original workers did from a shared noise
+table.
 """
 
 from __future__ import annotations
@@ -227,8 +228,10 @@ def es_setup(cfg: ESConfig, env: Env) -> ESSetup:
         jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
     )
     num_params = flat_template.size
-    n_pairs = cfg.population_size // 2
-    axis = parallel.DataAxis(parallel.mesh_for(n_pairs, POPULATION_AXIS), POPULATION_AXIS)
+    pop = cfg.population_size
+    n_pairs = pop // 2
+    pairs = f"the {n_pairs} antithetic pairs of agent.population_size={pop}"
+    axis = parallel.DataAxis(parallel.mesh_for(n_pairs, POPULATION_AXIS, pairs), POPULATION_AXIS)
     local_pairs = n_pairs // axis.size
     # Evaluation holds ε plus two perturbed copies per pair; the gradient one ε per pair.
     eval_bytes = cfg.eval_chunk_megabytes * 2**20

@@ -27,6 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
 
+from jaxrl.distributed import is_distributed
 from jaxrl.prng import data_to_keys, keys_to_data
 from jaxrl.replay import ReplayState
 
@@ -191,6 +192,8 @@ class Checkpointer:
                 self._manager.save(step, args=ocp.args.Composite(**parts), force=True)
                 self._manager.wait_until_finished()
         except Exception as e:
+            if is_distributed() and isinstance(e, jax.errors.JaxRuntimeError):
+                raise  # a collective whose peer stopped: `jaxrl.distributed` names it
             raise CheckpointError(
                 f"could not write the checkpoint of iteration {step} to {self.directory}: "
                 f"{_os_reason(e)}"

@@ -33,7 +33,8 @@ from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBase
 
 import agents
 import envs
-from jaxrl.config import ConfigError, EnvConfig, RunConfig, to_dict
+from jaxrl import distributed
+from jaxrl.config import ConfigError, DistributedConfig, EnvConfig, RunConfig, to_dict
 from jaxrl.hyper import grid_points
 from jaxrl.interrupt import EXIT_INTERRUPTED
 
@@ -308,6 +309,11 @@ def plan(overrides: list[str], run_dir: str | Path | None = None) -> tuple[RunCo
         )
     cfg = compose(others)
     chosen = run_dir or cfg.log.dir or (hydra_dir[-1] if hydra_dir else None)
+    if cfg.distributed.enabled and not chosen:
+        raise ConfigError(
+            f"distributed.coordinator={cfg.distributed.coordinator}: a distributed run needs "
+            f"log.dir=<a directory every process sees> (each would make its own runs/<time>)"
+        )
     if chosen:
         path = Path(chosen).expanduser()
         cfg = dataclasses.replace(cfg, log=dataclasses.replace(cfg.log, dir=str(path)))
@@ -315,7 +321,9 @@ def plan(overrides: list[str], run_dir: str | Path | None = None) -> tuple[RunCo
     return cfg, None
 
 
-# What a resumed run may change: how long it goes on and what it writes, never what it learns.
+# What a resumed run may change: how long it goes on and what it writes, never what it learns;
+# and how its processes are launched (`distributed.*`, taken from the command line alone).
+LAUNCH_KEYS = "distributed."
 RESUMABLE = (
     "budget.env_steps",
     "budget.target_return",
@@ -345,11 +353,13 @@ def resumed_config(run_dir: str | Path, overrides: Sequence[str] = ()) -> RunCon
         raise ConfigError(f"resume={run_dir}: config.json is not readable: {e}") from None
     changed = [_key(o).lstrip("+~") for o in overrides]
     for key in changed:
-        if key not in RESUMABLE:
+        if key not in RESUMABLE and not key.startswith(LAUNCH_KEYS):
             raise ConfigError(
                 f"resume={run_dir}: '{key}' cannot change when a run continues (it would not be "
-                f"the same run); keys that can: {', '.join(RESUMABLE)}"
+                f"the same run); keys that can: {', '.join(RESUMABLE)}, {LAUNCH_KEYS}*"
             )
+    # The processes of the launch that wrote config.json are gone: this launch's are given here.
+    saved["distributed"] = to_dict(DistributedConfig())
     if changed:
         fresh = to_dict(compose([f"agent={name}", f"env={env_id}", *overrides]))
         for key in changed:
@@ -422,13 +432,16 @@ def execute(cfg: RunConfig, run_dir: Path | None) -> int:
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except HostEnvError as e:  # the env's own message; the last checkpoint is kept
+    except (HostEnvError, distributed.DistributedError) as e:  # the last checkpoint is kept
         print(f"error: {e}", file=sys.stderr)
         return EXIT_FAILED
     except Interrupted as e:
         print(str(e), file=sys.stderr)
         return EXIT_INTERRUPTED
     s = result.summary
+    code = {"completed": 0, "interrupted": EXIT_INTERRUPTED}.get(result.status, EXIT_FAILED)
+    if not distributed.is_primary():  # process 0 says how the run ended
+        return code
     print(
         f"{result.status}: {s['agent']} on {s['env']} | final eval return "
         f"{_return(s['final_eval_return'])} (best {_return(s['best_eval_return'])}) | "
@@ -437,7 +450,7 @@ def execute(cfg: RunConfig, run_dir: Path | None) -> int:
         f"{s['env_steps_per_second']:,.0f} steps/s | {result.run_dir}"
         + (f" | videos in {Path(s['videos'][0]).parent}" if s.get("videos") else "")
     )
-    return {"completed": 0, "interrupted": EXIT_INTERRUPTED}.get(result.status, EXIT_FAILED)
+    return code
 
 
 def _return(value: float | None) -> str:
@@ -512,6 +525,11 @@ def validate_sweep(overrides: list[str]) -> None:
         key = _key(override)
         if key == "resume":
             raise ConfigError("resume= continues one run; it cannot be swept with -m")
+        if key.startswith(LAUNCH_KEYS):
+            raise ConfigError(
+                f"{override}: distributed.* trains one run across processes; it cannot be "
+                f"swept with -m"
+            )
         if key == "log.dir":
             raise ConfigError(
                 "log.dir names one run directory; with -m each job gets its own under "
@@ -602,9 +620,12 @@ def main(argv: list[str] | None = None) -> None:
                 os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             sys.exit(0)
         if not flags:
-            planned = plan(overrides)  # first: bad input is answered without importing JAX
+            cfg, run_dir = plan(overrides)  # first: bad input is answered without importing JAX
+            if cfg.distributed.enabled and distributed.WORKER_ENV not in os.environ:
+                assert run_dir is not None  # `plan` asks a distributed run for its directory
+                sys.exit(distributed.supervise(argv, cfg.distributed, run_dir))
             enable_compilation_cache()
-            sys.exit(execute(*planned))
+            sys.exit(execute(cfg, run_dir))
         if not info and multirun:
             validate_sweep(overrides)
         elif not info:  # --cfg job and the like: Hydra prints the config the overrides compose

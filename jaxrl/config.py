@@ -8,6 +8,7 @@ over. Nothing here is ever traced.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any
 
@@ -123,6 +124,64 @@ class GridConfig:
     agent: dict[str, list[float]] = field(default_factory=dict)
 
 
+# HOST:PORT, the host a name, an IPv4 address or a bracketed IPv6 address.
+COORDINATOR = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9][A-Za-z0-9.\-]*):(\d{1,5})")
+
+
+@dataclass(frozen=True)
+class DistributedConfig:
+    """One run trained by several processes, each on its own devices (docs/distributed.md)."""
+
+    # Where process 0 serves the coordination service, HOST:PORT (every process names the same);
+    # `auto`: JAX reads it, and the two keys below, from the cluster's variables (SLURM, Open
+    # MPI); null: one process.
+    coordinator: str | None = None
+    num_processes: int | None = None
+    process_id: int | None = None  # 0 .. num_processes - 1; process 0 writes the run's files
+    # Seconds without a heartbeat after which a process counts as dead and the others stop.
+    timeout: int = 60
+    # Seconds the processes wait for each other to connect at start-up.
+    connect_timeout: int = 300
+
+    @property
+    def enabled(self) -> bool:
+        return self.coordinator is not None
+
+    def __post_init__(self) -> None:
+        given = [k for k in ("num_processes", "process_id") if getattr(self, k) is not None]
+        require(
+            self.enabled or not given,
+            f"distributed.{given[0] if given else ''} needs distributed.coordinator=HOST:PORT "
+            f"(or auto)",
+        )
+        if self.coordinator is not None and self.coordinator != "auto":
+            found = COORDINATOR.fullmatch(self.coordinator)
+            require(
+                found is not None and 1 <= int(found.group(2)) <= 65535,
+                f"distributed.coordinator='{self.coordinator}' is not HOST:PORT (e.g. "
+                f"10.0.0.1:12345, a port from 1 to 65535) or auto",
+            )
+            require(
+                len(given) == 2,
+                f"distributed.coordinator={self.coordinator} needs distributed.num_processes and "
+                f"distributed.process_id",
+            )
+        n, i = self.num_processes, self.process_id
+        require(n is None or n >= 1, f"distributed.num_processes={n} must be >= 1")
+        require(
+            i is None or 0 <= i < (n if n is not None else i + 1),
+            f"distributed.process_id={i} must be from 0 to "
+            + (
+                f"{n - 1} (distributed.num_processes={n})" if n else "distributed.num_processes - 1"
+            ),
+        )
+        require(self.timeout >= 1, f"distributed.timeout={self.timeout} must be >= 1 second")
+        require(
+            self.connect_timeout >= 1,
+            f"distributed.connect_timeout={self.connect_timeout} must be >= 1 second",
+        )
+
+
 @dataclass(frozen=True)
 class RunConfig:
     agent: Any = MISSING  # one of the agents' own config dataclasses
@@ -134,6 +193,7 @@ class RunConfig:
     log: LogConfig = field(default_factory=LogConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     grid: GridConfig = field(default_factory=GridConfig)
+    distributed: DistributedConfig = field(default_factory=DistributedConfig)
     resume: str | None = None  # a run directory to continue
     # Record one evaluation episode of each seed's final policy as <run dir>/videos/seed_<n>.mp4.
     video: bool = False

@@ -27,7 +27,7 @@ import agents
 import envs
 from envs.host import host_errors
 from jaxrl import config as config_lib
-from jaxrl import hyper
+from jaxrl import distributed, hyper, parallel
 from jaxrl.checkpoint import Checkpointer, CheckpointError
 from jaxrl.config import ConfigError, RunConfig
 from jaxrl.datatypes import Agent, Array, EnvSpec, Key
@@ -35,6 +35,7 @@ from jaxrl.interrupt import StopRequest, ctrl_c_requests_stop
 from jaxrl.outputs import (
     SUCCESS_COLUMN,
     LiveDisplay,
+    NoLogger,
     RunLogger,
     finite_or_none,
     write_json_atomic,
@@ -118,7 +119,13 @@ class Trainer:
         # initialiser is a batched LAPACK QR, and jaxlib's CPU QR parallelises its batch on the
         # same 2-thread XLA pool whose workers are running it, which deadlocks at 0% CPU when two
         # such QRs run at once (seen with 2+ seeds on a 2-core machine).
-        self.init = jax.jit(lambda keys, hp: jax.lax.map(lambda kh: self._init(*kh), (keys, hp)))
+        init = lambda keys, hp: jax.lax.map(lambda kh: self._init(*kh), (keys, hp))
+        self.init = jax.jit(init)
+        if distributed.is_distributed():
+            self._refuse_a_program_of_one_process()
+            # The carry as arrays that every process holds: the chunk is one program over all
+            # of them, and they write its checkpoints together.
+            self.init = jax.jit(init, out_shardings=parallel.replicated())
         # One run goes unbatched: under vmap every `lax.cond` (learning starts, delayed actor
         # updates) becomes a select that computes both branches. The carry is donated: the
         # chunk updates replay buffers in place instead of holding the old and the new one (a
@@ -132,6 +139,21 @@ class Trainer:
             )
         else:
             self.chunk = jax.jit(jax.vmap(self._chunk, in_axes=(0, 0, None)), donate_argnums=0)
+
+    def _refuse_a_program_of_one_process(self) -> None:
+        """ConfigError, before anything is compiled, for an agent that never splits its work
+        over the devices of every process: each process would train the same whole run."""
+        one_run = {key: values[0] for key, values in self.hyper.items()}
+        carry = jax.eval_shape(self._init, make_key(0), one_run)
+        agent = self.agent_for(one_run)
+        if not parallel.spans_every_process(
+            lambda c: agent.train_step(c.agent_state, c.env_state, c.key), carry
+        ):
+            raise ConfigError(
+                f"agent '{self.cfg.agent.name}' trains on one device: a distributed run needs an "
+                f"agent that splits its work over devices (es: its population; ppo, a2c, "
+                f"reinforce, ppoc: their env batch)"
+            )
 
     def agent_for(self, hyperparameters: dict[str, Array]) -> Agent:
         """The agent of one run: built inside the traced program from its (traced) values."""
@@ -294,8 +316,10 @@ def train(
     checkpoints when `cfg.resume` is set; `progress_fn` sees every evaluation (`jaxrl.train`).
 
     Everything that can be refused (the agent and env combination, the run directory) is
-    checked before anything is written or compiled: a ConfigError leaves no trace."""
+    checked before anything is written or compiled: a ConfigError leaves no trace. With
+    `distributed.*` this process joins the others first (`jaxrl.distributed`)."""
     with ctrl_c_requests_stop() as stop:
+        distributed.start(cfg.distributed)
         trainer = Trainer(cfg)
         if stop.requested:
             raise Interrupted("interrupted before training started: nothing was written")
@@ -303,7 +327,7 @@ def train(
             run_dir = default_run_dir(cfg.agent.name, cfg.env.id)
             cfg = dataclasses.replace(cfg, log=dataclasses.replace(cfg.log, dir=str(run_dir)))
         run_dir = Path(run_dir)
-        with claim(run_dir, resume=bool(cfg.resume)):
+        with claim(run_dir, resume=bool(cfg.resume), writer=distributed.is_primary()):
             return _train(cfg, run_dir, trainer, stop, progress_fn)
 
 
@@ -321,8 +345,12 @@ def _train(
             f"before its first one: start it again without resume)"
         )
     ckpt = Checkpointer(run_dir / CHECKPOINTS, cfg.checkpoint.keep, cfg.checkpoint.replay_buffer)
-    save_config(cfg, run_dir, trainer.env.spec)
-    display = LiveDisplay(cfg.log.progress, cfg.budget.env_steps, f"{cfg.agent.name} {cfg.env.id}")
+    primary = distributed.is_primary()  # the process that writes the run's files
+    if primary:
+        save_config(cfg, run_dir, trainer.env.spec)
+    display = LiveDisplay(
+        cfg.log.progress and primary, cfg.budget.env_steps, f"{cfg.agent.name} {cfg.env.id}"
+    )
 
     t0 = time.perf_counter()
     keys = trainer.run_keys()
@@ -330,6 +358,8 @@ def _train(
     # XLA compiles outside the GIL: the chunk compiles in a thread while init compiles and runs.
     with ThreadPoolExecutor(max_workers=1) as pool:
         abstract = jax.eval_shape(trainer.init, keys, trainer.hyper)
+        if distributed.is_distributed():  # the compiler chooses how the chunk takes the carry
+            abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), abstract)
         compiling = pool.submit(
             lambda: trainer.chunk.lower(abstract, trainer.hyper, iterations).compile()
         )
@@ -344,15 +374,21 @@ def _train(
             carry = carry._replace(env_state=fresh_env_state)
         progress = Progress(**meta["progress"])
         display.message(f"resumed from iteration {progress.iteration} in {run_dir}")
+    if distributed.is_distributed():  # split as the compiled chunk takes it (the env batch)
+        carry = parallel.laid_out_as(carry, compiled.input_shardings[0][0])
     compile_seconds = time.perf_counter() - t0
     # A resumed run's logs go back to its checkpoint: what a killed run logged after it is redone.
-    logger = RunLogger(
-        run_dir,
-        [run.columns(trainer.points) for run in runs],
-        [run.label(trainer.points) for run in runs],
-        cfg.log.tensorboard,
-        progress if cfg.resume else None,
-        success_rate=trainer.env.spec.reports_success,
+    logger = (
+        RunLogger(
+            run_dir,
+            [run.columns(trainer.points) for run in runs],
+            [run.label(trainer.points) for run in runs],
+            cfg.log.tensorboard,
+            progress if cfg.resume else None,
+            success_rate=trainer.env.spec.reports_success,
+        )
+        if primary
+        else NoLogger()
     )
 
     status = "completed"
@@ -363,7 +399,8 @@ def _train(
 
     def checkpoint() -> None:
         nonlocal saved_iteration, saved_at
-        ckpt.save(progress.iteration, carry, {"progress": progress.__dict__})
+        with distributed.collectives_fail_as_one_line():
+            ckpt.save(progress.iteration, carry, {"progress": progress.__dict__})
         saved_iteration, saved_at = progress.iteration, time.monotonic()
         stop.kept = (
             f"the checkpoint of iteration {saved_iteration} is kept; continue with resume={run_dir}"
@@ -372,9 +409,11 @@ def _train(
     try:
         if saved_iteration is None:  # so that even a run that fails at once has a checkpoint
             checkpoint()
-        while not _budget_reached(cfg, runs, progress) and not stop.requested:
+        # Every process makes the same calls: a stop that any of them was asked for is theirs.
+        stopping, _ = distributed.agree(stop.requested, False)
+        while not _budget_reached(cfg, runs, progress) and not stopping:
             t_chunk = time.perf_counter()
-            with host_errors():
+            with host_errors(), distributed.collectives_fail_as_one_line():
                 new_carry, out = compiled(
                     carry, trainer.hyper, trainer.next_iterations(progress.env_steps)
                 )
@@ -408,10 +447,12 @@ def _train(
                     }
                 )
             chunks_done += 1
-            due = time.monotonic() - saved_at >= cfg.checkpoint.min_seconds
-            if stop.requested or (chunks_done % cfg.checkpoint.every == 0 and due):
+            stopping, due = distributed.agree(
+                stop.requested, time.monotonic() - saved_at >= cfg.checkpoint.min_seconds
+            )
+            if stopping or (chunks_done % cfg.checkpoint.every == 0 and due):
                 checkpoint()
-        if stop.requested and status == "completed":
+        if stopping and status == "completed":
             status = "interrupted"
             if saved_iteration != progress.iteration:
                 checkpoint()
@@ -421,7 +462,8 @@ def _train(
             )
         elif status == "completed" and saved_iteration != progress.iteration:
             checkpoint()
-    except (CheckpointError, OSError) as e:  # a full disk, a directory that went read-only
+    except (CheckpointError, OSError, distributed.DistributedError) as e:
+        # a full disk, a directory that went read-only, another process that stopped
         status = "failed"
         kept = (
             "no checkpoint was written"
@@ -435,14 +477,18 @@ def _train(
         ckpt.close()
 
     summary = _summary(cfg, trainer, progress, compile_seconds, status)
-    with contextlib.suppress(OSError):  # a full disk: the error line above has said so
-        write_json_atomic(run_dir / "summary.json", summary)
+    if primary:
+        with contextlib.suppress(OSError):  # a full disk: the error line above has said so
+            write_json_atomic(run_dir / "summary.json", summary)
     if cfg.video and status == "completed":  # after summary.json: a failure here loses nothing
-        act = lambda state, obs, key: trainer.agent_for(state[1]).act(state[0], obs, key, True)
-        names = [(run.label(trainer.points), run.seed) for run in runs]
-        videos = record_videos(trainer.env, act, (carry.agent_state, trainer.hyper), names, run_dir)
-        summary["videos"] = [str(p) for p in videos.paths]
-        write_json_atomic(run_dir / "summary.json", summary)
+        agent_states = distributed.on_every_host(carry.agent_state)  # all processes take part
+        if primary:
+            act = lambda state, obs, key: trainer.agent_for(state[1]).act(state[0], obs, key, True)
+            names = [(run.label(trainer.points), run.seed) for run in runs]
+            states = (agent_states, trainer.hyper)
+            videos = record_videos(trainer.env, act, states, names, run_dir)
+            summary["videos"] = [str(p) for p in videos.paths]
+            write_json_atomic(run_dir / "summary.json", summary)
     return RunResult(run_dir, summary, carry, trainer, status)
 
 
@@ -538,7 +584,7 @@ def _summary(
         "env_steps_per_second": round(total_steps / max(progress.run_seconds, 1e-9), 1),
         "num_seeds": cfg.num_seeds,
         "num_runs": len(runs),
-        "devices": [str(d) for d in jax.local_devices()],
+        "devices": [str(d) for d in jax.devices()],
         "runs": [
             {
                 **run.columns(trainer.points),
@@ -550,6 +596,8 @@ def _summary(
             for i, run in enumerate(runs)
         ],
     }
+    if distributed.is_distributed():
+        summary["processes"] = jax.process_count()
     if trainer.points:
         final = _mean_per_point(runs, progress.final_eval)
         best = _mean_per_point(runs, progress.best_eval)

@@ -342,8 +342,9 @@ def on_policy_setup(
         f"{algorithm.minibatches} minibatches must divide the rollout length {num_steps}",
     )
     # Host envs are one handle for the whole pool: no per-env steps, no sharding.
+    batch = f"the env.num_envs={num_envs} envs" if spec.vmappable else f"{spec.name}'s one pool"
     axis = parallel.DataAxis(
-        parallel.data_mesh(num_envs if spec.vmappable else 1, ENV_AXIS), ENV_AXIS
+        parallel.data_mesh(num_envs if spec.vmappable else 1, ENV_AXIS, batch), ENV_AXIS
     )
     # With the speed-ups on, the optimiser works on the parameters as one flat vector: clipping
     # and Adam are then a few fused ops instead of a few per weight array, which is most of a

@@ -151,6 +151,22 @@ class RunLogger:
             writer.close()
 
 
+class NoLogger:
+    """`RunLogger`'s place in the processes of a distributed run other than process 0, which
+    alone writes evals.csv and TensorBoard."""
+
+    def log_iterations(
+        self, metrics: dict[str, np.ndarray], env_steps: np.ndarray, ran: np.ndarray
+    ) -> None:
+        pass
+
+    def log_eval(self, rows: dict[int, dict[str, float]]) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
 class LiveDisplay:
     """A progress bar over the env-step budget with the latest numbers beside it; on a non-terminal
     (CI, pipes) one plain line per evaluation instead."""

@@ -1,14 +1,23 @@
-"""Meshes and sharding helpers: the only module that knows about devices."""
+"""Meshes and sharding helpers: the only module that knows about devices.
+
+A run of several processes (`jaxrl.distributed`) sees every process's devices: its meshes take
+the same number of devices from each process, so that every process holds its share of what is
+split, and its programs are one program over all of them.
+"""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import jax
-from jax.sharding import Mesh
+from jax.extend.core import ClosedJaxpr, Jaxpr, subjaxprs
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from jaxrl.config import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -27,20 +36,79 @@ def usable_device_count(num_items: int, devices: int | None = None) -> int:
     return 1
 
 
-def mesh_for(num_items: int, axis: str) -> Mesh:
-    """A 1-D mesh over as many local devices as evenly share `num_items`."""
-    d = usable_device_count(num_items)
-    return jax.make_mesh((d,), (axis,), devices=jax.local_devices()[:d])
+def mesh_devices(num_items: int, what: str = "") -> list[jax.Device]:
+    """The devices that evenly share `num_items`: as many local devices as split them, or with
+    several processes the same number from each (ConfigError when the processes cannot share
+    them evenly; `what` names the items and their config key in that message)."""
+    processes = jax.process_count()
+    if processes == 1:
+        return jax.local_devices()[: usable_device_count(num_items)]
+    if num_items % processes:
+        raise ConfigError(
+            f"{what or f'{num_items} items'} cannot be split evenly over {processes} processes "
+            f"(distributed.num_processes={processes})"
+        )
+    per_process = usable_device_count(num_items // processes)
+    return [
+        device
+        for process in range(processes)
+        for device in [d for d in jax.devices() if d.process_index == process][:per_process]
+    ]
 
 
-def data_mesh(num_items: int, axis: str) -> Mesh:
+def mesh_for(num_items: int, axis: str, what: str = "") -> Mesh:
+    """A 1-D mesh over as many devices as evenly share `num_items` (`mesh_devices`)."""
+    devices = mesh_devices(num_items, what)
+    return jax.make_mesh((len(devices),), (axis,), devices=devices)
+
+
+def data_mesh(num_items: int, axis: str, what: str = "") -> Mesh:
     """Like `mesh_for`, with an Auto-typed axis: data-parallel code shards arrays that reach it
     unsharded (the Trainer's `jit(vmap(...))` hands in plain arrays), which an Explicit axis —
     `jax.make_mesh`'s default — refuses in `shard_map`'s in_specs."""
-    d = usable_device_count(num_items)
+    devices = mesh_devices(num_items, what)
     return jax.make_mesh(
-        (d,), (axis,), axis_types=(jax.sharding.AxisType.Auto,), devices=jax.local_devices()[:d]
+        (len(devices),), (axis,), axis_types=(jax.sharding.AxisType.Auto,), devices=devices
     )
+
+
+def replicated() -> NamedSharding:
+    """A whole copy on every device of every process: what a run of several processes keeps its
+    carry in between chunks (arrays that every process holds and checkpoints together)."""
+    mesh = jax.make_mesh(
+        (jax.device_count(),),
+        ("all",),
+        axis_types=(jax.sharding.AxisType.Auto,),
+        devices=jax.devices(),
+    )
+    return NamedSharding(mesh, P())
+
+
+def laid_out_as(tree: Any, shardings: Any) -> Any:
+    """`tree`'s arrays laid out as `shardings` (a compiled program's, which `jax.device_put`
+    refuses between processes unless they are NamedShardings): a program that only moves data."""
+    return jax.jit(lambda x: x, out_shardings=shardings)(tree)
+
+
+def spans_every_process(fn: Callable, *args: Any) -> bool:
+    """Whether `fn` traced on `args` (arrays or ShapeDtypeStructs) splits work over a mesh that
+    holds devices of every process: an agent that never does would run the same whole program
+    in each process."""
+    processes = set(range(jax.process_count()))
+    return any(
+        {d.process_index for d in eqn.params["mesh"].devices.flat} == processes
+        for eqn in _equations(jax.make_jaxpr(fn)(*args).jaxpr)
+        if eqn.primitive.name == "shard_map"
+    )
+
+
+def _equations(jaxpr: Jaxpr | ClosedJaxpr) -> Iterator[Any]:
+    """Every equation of `jaxpr` and of the jaxprs nested in it (loops, conds, maps)."""
+    if isinstance(jaxpr, ClosedJaxpr):
+        jaxpr = jaxpr.jaxpr
+    yield from jaxpr.eqns
+    for inner in subjaxprs(jaxpr):
+        yield from _equations(inner)
 
 
 @dataclass(frozen=True)

@@ -41,11 +41,17 @@ def default_run_dir(agent: str, env_id: str, parent: Path = Path("runs")) -> Pat
 
 
 @contextlib.contextmanager
-def claim(run_dir: Path, resume: bool) -> Iterator[None]:
+def claim(run_dir: Path, resume: bool, writer: bool = True) -> Iterator[None]:
     """Hold `run_dir` for this process while the block runs. ConfigError if it cannot be a run
     directory (a file, not creatable or not writable), if another process holds it, or if it
-    already holds a run and this is not a resume of it."""
+    already holds a run and this is not a resume of it. `writer=False`: a process of a
+    distributed run other than process 0, which holds the lock for them all; only the last check
+    is made, so that every process refuses the same directory."""
     label = f"resume={run_dir}" if resume else f"log.dir={run_dir}"
+    if not writer:
+        _refuse_a_used_directory(run_dir, resume, label)
+        yield
+        return
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
         fd = os.open(run_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
@@ -60,11 +66,7 @@ def claim(run_dir: Path, resume: bool) -> Iterator[None]:
                 f"{label}: another run (process {owner}) is writing this directory; one run "
                 f"writes a run directory at a time"
             ) from None
-        if not resume and holds_run(run_dir):
-            raise ConfigError(
-                f"{label} already holds a run; continue it with resume={run_dir}, or choose "
-                f"another log.dir"
-            )
+        _refuse_a_used_directory(run_dir, resume, label)
         try:
             os.ftruncate(fd, 0)
             os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
@@ -73,6 +75,14 @@ def claim(run_dir: Path, resume: bool) -> Iterator[None]:
         yield
     finally:
         os.close(fd)  # releases the lock
+
+
+def _refuse_a_used_directory(run_dir: Path, resume: bool, label: str) -> None:
+    if not resume and holds_run(run_dir):
+        raise ConfigError(
+            f"{label} already holds a run; continue it with resume={run_dir}, or choose "
+            f"another log.dir"
+        )
 
 
 def holds_run(run_dir: Path) -> bool:
