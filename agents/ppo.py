@@ -15,11 +15,16 @@ from typing import ClassVar
 import chex
 import jax.numpy as jnp
 
-from jaxrl.config import require
 from jaxrl.datatypes import Agent, Array
 from jaxrl.distributions import Distribution
 from jaxrl.env import Env
-from jaxrl.onpolicy import Algorithm, OnPolicyConfig, Sample, make_on_policy
+from jaxrl.onpolicy import (
+    Algorithm,
+    OnPolicyConfig,
+    Sample,
+    make_on_policy,
+    require_clipped_update_settings,
+)
 
 
 @dataclass(frozen=True)
@@ -42,19 +47,7 @@ class PPOConfig(OnPolicyConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        require(self.num_steps >= 1, f"agent.num_steps={self.num_steps} must be >= 1")
-        require(0 <= self.gae_lambda <= 1, f"agent.gae_lambda={self.gae_lambda} must be in [0, 1]")
-        require(
-            self.num_minibatches >= 1, f"agent.num_minibatches={self.num_minibatches} must be >= 1"
-        )
-        require(
-            self.num_steps % self.num_minibatches == 0,
-            f"agent.num_minibatches={self.num_minibatches} must divide "
-            f"agent.num_steps={self.num_steps}: a minibatch is num_steps/num_minibatches steps "
-            f"of every env",
-        )
-        require(self.update_epochs >= 1, f"agent.update_epochs={self.update_epochs} must be >= 1")
-        require(self.clip_eps > 0, f"agent.clip_eps={self.clip_eps} must be > 0")
+        require_clipped_update_settings(self)
 
 
 def ppo_loss(

@@ -58,9 +58,8 @@ from jaxrl.env import Env
 from jaxrl.networks import (
     ActionHead,
     Dense,
-    MLPTorso,
-    NatureCNN,
     action_head,
+    make_torso,
     resolve_torso,
 )
 from jaxrl.onpolicy import (
@@ -70,6 +69,7 @@ from jaxrl.onpolicy import (
     PolicyModel,
     Sample,
     make_on_policy,
+    require_clipped_update_settings,
 )
 
 NO_OPTION = -1  # an env whose episode just began: π_Ω chooses its option at its first state
@@ -106,19 +106,7 @@ class PPOCConfig(OnPolicyConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         require(self.num_options >= 1, f"agent.num_options={self.num_options} must be >= 1")
-        require(self.num_steps >= 1, f"agent.num_steps={self.num_steps} must be >= 1")
-        require(0 <= self.gae_lambda <= 1, f"agent.gae_lambda={self.gae_lambda} must be in [0, 1]")
-        require(
-            self.num_minibatches >= 1, f"agent.num_minibatches={self.num_minibatches} must be >= 1"
-        )
-        require(
-            self.num_steps % self.num_minibatches == 0,
-            f"agent.num_minibatches={self.num_minibatches} must divide "
-            f"agent.num_steps={self.num_steps}: a minibatch is num_steps/num_minibatches steps "
-            f"of every env",
-        )
-        require(self.update_epochs >= 1, f"agent.update_epochs={self.update_epochs} must be >= 1")
-        require(self.clip_eps > 0, f"agent.clip_eps={self.clip_eps} must be > 0")
+        require_clipped_update_settings(self)
         require(
             self.option_ent_coef >= 0,
             f"agent.option_ent_coef={self.option_ent_coef} must be >= 0",
@@ -153,9 +141,7 @@ class PPOCNetwork(nn.Module):
     log_std_init: float = 0.0
 
     def _torso(self, name: str) -> nn.Module:
-        if self.torso == "nature_cnn":
-            return NatureCNN(name=name)
-        return MLPTorso(self.hidden_sizes, self.activation, name=name)
+        return make_torso(self.torso, self.hidden_sizes, self.activation, name)
 
     @nn.compact
     def __call__(self, obs: Array) -> OptionOutputs:

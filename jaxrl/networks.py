@@ -287,6 +287,13 @@ def resolve_torso(torso: str, obs_shape: tuple[int, ...], agent: str) -> str:
     return torso
 
 
+def make_torso(torso: str, hidden_sizes: Sequence[int], activation: str, name: str) -> nn.Module:
+    """The torso `resolve_torso` chose ("mlp" or "nature_cnn"), as a named submodule."""
+    if torso == "nature_cnn":
+        return NatureCNN(name=name)
+    return MLPTorso(hidden_sizes, activation, name=name)
+
+
 class ActorCritic(nn.Module):
     """Policy outputs and a state value from one observation (or a batch of them).
 
@@ -305,9 +312,7 @@ class ActorCritic(nn.Module):
     log_std_init: float = 0.0
 
     def _torso(self, name: str) -> nn.Module:
-        if self.torso == "nature_cnn":
-            return NatureCNN(name=name)
-        return MLPTorso(self.hidden_sizes, self.activation, name=name)
+        return make_torso(self.torso, self.hidden_sizes, self.activation, name)
 
     @nn.compact
     def __call__(self, obs: Array) -> tuple[tuple[Array, ...], Array]:

@@ -98,6 +98,22 @@ class OnPolicyConfig:
         require(self.reward_clip > 0, f"agent.reward_clip={self.reward_clip} must be > 0")
 
 
+def require_clipped_update_settings(cfg: Any) -> None:
+    """ConfigError unless a PPO-style config's rollout, minibatch, epoch and clip settings
+    (`num_steps`, `gae_lambda`, `num_minibatches`, `update_epochs`, `clip_eps`) can run."""
+    require(cfg.num_steps >= 1, f"agent.num_steps={cfg.num_steps} must be >= 1")
+    require(0 <= cfg.gae_lambda <= 1, f"agent.gae_lambda={cfg.gae_lambda} must be in [0, 1]")
+    require(cfg.num_minibatches >= 1, f"agent.num_minibatches={cfg.num_minibatches} must be >= 1")
+    require(
+        cfg.num_steps % cfg.num_minibatches == 0,
+        f"agent.num_minibatches={cfg.num_minibatches} must divide "
+        f"agent.num_steps={cfg.num_steps}: a minibatch is num_steps/num_minibatches steps "
+        f"of every env",
+    )
+    require(cfg.update_epochs >= 1, f"agent.update_epochs={cfg.update_epochs} must be >= 1")
+    require(cfg.clip_eps > 0, f"agent.clip_eps={cfg.clip_eps} must be > 0")
+
+
 class Sample(NamedTuple):
     """One (time, env) entry of the update batch, as a loss sees it."""
 
