@@ -5,9 +5,10 @@ row trained in one program through the CLI, one fresh process per row.
 Reference figures are Li et al. (ICLR 2022, "HyAR"), Table 2: success rate, mean of 5 runs, at
 their budgets (the reference scripts' `max_timesteps`: Platform 200k, Goal 300k, Hard Move 1M env
 steps; github.com/TJU-DRL-LAB/self-supervised-rl, commit ece9562, RL_with_Action_Representation/
-HyAR/HyAR_RL/main_embedding_*_td3.py). Their baselines run on TD3 ("PDQN-TD3", "PATD3"); the
-rows here name what ran. A row's budget here is what this 2-core CPU affords; the table says
-both.
+HyAR/HyAR_RL/main_embedding_*_td3.py). HyAR-TD3 itself there: Platform 0.98, Goal 0.78, Hard
+Move n=4 0.93, n=8 0.89; it has no row here until `agent=hyar` lands. Their baselines run on TD3
+("PDQN-TD3", "PATD3"); the rows here name what ran. A row's budget here is what this 2-core CPU
+affords; the table says both.
 
 Rows run one at a time and their curves are kept in benchmarks/results/hybrid.json, so the table
 (benchmarks/results/hybrid.md) and the curves (hybrid.png, one panel per env) can be filled in
@@ -72,23 +73,17 @@ HARD_MOVE = {
 PDQN = ("agent=pdqn", "agent.multi_pass=false")
 MPDQN = ("agent=pdqn", "agent.multi_pass=true")
 PADDPG = ("agent=paddpg",)
-HYAR = ("agent=hyar",)
-# HyAR's Table 2 as the issue quotes it: HyAR-TD3 everywhere; the best baseline (PDQN-TD3) on
-# Goal and Hard Move n = 8.
+# HyAR's Table 2 as the issue quotes it: the best baseline (PDQN-TD3) on Goal and Hard Move n = 8.
 ROWS = [
     Row("P-DQN", PDQN, PLATFORM, "—"),
     Row("MP-DQN", MPDQN, PLATFORM, "—"),
     Row("PA-DDPG", PADDPG, PLATFORM, "—"),
-    Row("HyAR", HYAR, PLATFORM, "0.98"),
     Row("P-DQN", PDQN, GOAL, "0.71 (PDQN-TD3)"),
     Row("MP-DQN", MPDQN, GOAL, "—"),
     Row("PA-DDPG", PADDPG, GOAL, "—"),
-    Row("HyAR", HYAR, GOAL, "0.78"),
     Row("P-DQN", PDQN, HARD_MOVE[4], "—"),
-    Row("HyAR", HYAR, HARD_MOVE[4], "0.93"),
     Row("P-DQN", PDQN, HARD_MOVE[8], "0.05 (PDQN-TD3)"),
     Row("PA-DDPG", PADDPG, HARD_MOVE[8], "—"),
-    Row("HyAR", HYAR, HARD_MOVE[8], "0.89"),
 ]
 
 
