@@ -84,10 +84,10 @@ from jaxrl.config import ConfigError, require
 from jaxrl.datatypes import Agent, Array, EnvSpec, Key, Metrics, PyTree
 from jaxrl.env import Env, discrete_actions
 from jaxrl.networks import Dense, MLPTorso, NatureCNN, check_mlp, resolve_torso
+from jaxrl.options import NO_OPTION, option_ends, selected
 
 NETWORKS = ("linear", "deep")
 OPTION_POLICIES = ("egreedy", "softmax")
-NO_OPTION = -1  # an env whose episode just began: its option is chosen at its first step
 # The keys left null take their network's default: the linear agent's are the paper's, the deep
 # one's those of the CartPole-v1 runs of tests/agents/test_option_critic.py.
 NETWORK_DEFAULTS: dict[str, dict[str, float | str]] = {
@@ -269,11 +269,6 @@ def choose_options(setup: OptionCriticSetup | DeepSetup, values: Array, key: Key
     random = jax.random.randint(random_key, values.shape[:1], 0, cfg.num_options, jnp.int32)
     explore = jax.random.uniform(explore_key, values.shape[:1]) < cfg.epsilon
     return jnp.where(explore, random, jnp.argmax(values, axis=-1).astype(jnp.int32))
-
-
-def selected(values: Array, option: Array) -> Array:
-    """values[..., ω] of each entry's option: [..., options] -> [...]."""
-    return jnp.take_along_axis(values, option[..., None], axis=-1)[..., 0]
 
 
 def termination_mixture(values: Array, beta: Array, option: Array) -> Array:
@@ -593,15 +588,6 @@ def continue_or_choose(
     chose, beta = option_ends(termination_logits, option, end_key)
     option = jnp.where(chose, choose_options(setup, values, choose_key), option)
     return option, chose, beta
-
-
-def option_ends(termination_logits: Array, option: Array, key: Key) -> tuple[Array, Array]:
-    """Whether each state's arriving option ends there (drawn with probability β_ω(s); always
-    where none arrived, NO_OPTION), and that β (0 where none arrived): [B] each."""
-    arrived = option != NO_OPTION
-    beta = jax.nn.sigmoid(selected(termination_logits, jnp.maximum(option, 0)))
-    beta = jnp.where(arrived, beta, 0.0)
-    return ~arrived | (jax.random.uniform(key, beta.shape) < beta), beta
 
 
 def option_logits(policy_logits: Array, option: Array, temperature: float) -> Array:

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import chex
-import jax.numpy as jnp
 
 from jaxrl.datatypes import Agent, Array
 from jaxrl.distributions import Distribution
@@ -22,7 +21,10 @@ from jaxrl.onpolicy import (
     Algorithm,
     OnPolicyConfig,
     Sample,
+    clipped_surrogate,
+    clipped_value_loss,
     make_on_policy,
+    ratio_metrics,
     require_clipped_update_settings,
 )
 
@@ -56,22 +58,15 @@ def ppo_loss(
     """Per-sample PPO loss: −min(ρA, clip(ρ, 1±ε)A) + c_v·value loss − c_e·entropy."""
     chex.assert_rank([value, sample.advantage, sample.target, sample.log_prob], 0)
     log_ratio = dist.log_prob(sample.raw_action) - sample.log_prob
-    ratio = jnp.exp(log_ratio)
-    clipped_ratio = jnp.clip(ratio, 1.0 - cfg.clip_eps, 1.0 + cfg.clip_eps)
-    policy_loss = -jnp.minimum(ratio * sample.advantage, clipped_ratio * sample.advantage)
-    value_loss = (value - sample.target) ** 2
-    if cfg.clip_value:
-        clipped_value = sample.value + jnp.clip(value - sample.value, -cfg.clip_eps, cfg.clip_eps)
-        value_loss = jnp.maximum(value_loss, (clipped_value - sample.target) ** 2)
-    value_loss = 0.5 * value_loss
+    policy_loss = clipped_surrogate(log_ratio, sample.advantage, cfg.clip_eps)
+    value_loss = clipped_value_loss(value, sample, cfg.clip_eps, cfg.clip_value)
     entropy = dist.entropy()
     loss = policy_loss + cfg.vf_coef * value_loss - cfg.ent_coef * entropy
     return loss, {
         "policy_loss": policy_loss,
         "value_loss": value_loss,
         "entropy": entropy,
-        "approx_kl": (ratio - 1.0) - log_ratio,  # the low-variance k3 estimator
-        "clip_fraction": (jnp.abs(ratio - 1.0) > cfg.clip_eps).astype(jnp.float32),
+        **ratio_metrics(log_ratio, cfg.clip_eps),
     }
 
 

@@ -68,11 +68,13 @@ from jaxrl.onpolicy import (
     OnPolicyConfig,
     PolicyModel,
     Sample,
+    clipped_surrogate,
+    clipped_value_loss,
     make_on_policy,
+    ratio_metrics,
     require_clipped_update_settings,
 )
-
-NO_OPTION = -1  # an env whose episode just began: π_Ω chooses its option at its first state
+from jaxrl.options import NO_OPTION, option_ends, termination_probability
 
 
 @dataclass(frozen=True)
@@ -186,18 +188,11 @@ def option_policy(head: ActionHead, outputs: OptionOutputs, option: Array) -> Di
     return head.distribution(tuple(x[option] for x in outputs.policies))
 
 
-def termination_probability(outputs: OptionOutputs, option: Array) -> Array:
-    """β_ω(s) of option `option` at one state; 0 for NO_OPTION."""
-    beta = jax.nn.sigmoid(outputs.termination_logits[jnp.maximum(option, 0)])
-    return jnp.where(option == NO_OPTION, 0.0, beta)
-
-
 def act(head: ActionHead, outputs: OptionOutputs, arrived: Array, key: Key) -> Acting:
     """One env's step at s: the arriving option ends with probability β (always where none
     arrived), π_Ω then draws the next, and the option acting draws the action."""
     end_key, option_key, action_key = jax.random.split(key, 3)
-    beta = termination_probability(outputs, arrived)
-    chose = (arrived == NO_OPTION) | (jax.random.uniform(end_key) < beta)
+    chose, beta = option_ends(outputs.termination_logits, arrived, end_key)
     drawn = jax.random.categorical(option_key, outputs.option_logits).astype(jnp.int32)
     option = jnp.where(chose, drawn, arrived)
     dist = option_policy(head, outputs, option)
@@ -217,7 +212,7 @@ def act(head: ActionHead, outputs: OptionOutputs, arrived: Array, key: Key) -> A
 def arrival_value(outputs: OptionOutputs, record: OptionRecord) -> Array:
     """U(s′, ω) = (1 − β_ω(s′)) Q_Ω(s′, ω) + β_ω(s′) V_Ω(s′): the value of arriving in s′ with
     the option that acted, which ends there with probability β_ω(s′)."""
-    beta = termination_probability(outputs, record.option)
+    beta = termination_probability(outputs.termination_logits, record.option)
     return (1.0 - beta) * outputs.option_values[record.option] + beta * option_value(outputs)
 
 
@@ -240,9 +235,7 @@ def evaluation_step(
     """Evaluation with the running option (call and return): the arriving option ends with
     probability β (always where none arrived), the option most likely under π_Ω takes over,
     and the running option's mode is the action."""
-    ends = (arrived == NO_OPTION) | (
-        jax.random.uniform(key) < termination_probability(outputs, arrived)
-    )
+    ends, _ = option_ends(outputs.termination_logits, arrived, key)
     option = jnp.where(ends, jnp.argmax(outputs.option_logits), arrived).astype(jnp.int32)
     dist = option_policy(head, outputs, option)
     return dist.env_action(dist.mode()), option
@@ -287,13 +280,6 @@ def ppoc_model(cfg: PPOCConfig, net: PPOCNetwork, head: ActionHead) -> PolicyMod
     )
 
 
-def clipped_surrogate(log_ratio: Array, advantage: Array, clip_eps: float) -> Array:
-    """PPO's pessimistic objective as a loss: −min(ρA, clip(ρ, 1 ± ε)A), ρ = exp(log_ratio)."""
-    ratio = jnp.exp(log_ratio)
-    clipped = jnp.clip(ratio, 1.0 - clip_eps, 1.0 + clip_eps)
-    return -jnp.minimum(ratio * advantage, clipped * advantage)
-
-
 def option_choice_loss(
     cfg: PPOCConfig, outputs: OptionOutputs, record: OptionRecord, target: Array
 ) -> tuple[Array, Array]:
@@ -311,7 +297,7 @@ def termination_loss(cfg: PPOCConfig, outputs: OptionOutputs, arrived: Array) ->
     values = jax.lax.stop_gradient(outputs.option_values)
     baseline = jax.lax.stop_gradient(option_value(outputs))
     advantage = values[jnp.maximum(arrived, 0)] - baseline + cfg.deliberation_cost
-    return termination_probability(outputs, arrived) * advantage
+    return termination_probability(outputs.termination_logits, arrived) * advantage
 
 
 def ppoc_loss(
@@ -323,17 +309,12 @@ def ppoc_loss(
     record = sample.record
     log_ratio = dist.log_prob(sample.raw_action) - sample.log_prob
     policy_loss = clipped_surrogate(log_ratio, sample.advantage, cfg.clip_eps)
-    value_loss = (value - sample.target) ** 2
-    if cfg.clip_value:
-        clipped_value = sample.value + jnp.clip(value - sample.value, -cfg.clip_eps, cfg.clip_eps)
-        value_loss = jnp.maximum(value_loss, (clipped_value - sample.target) ** 2)
-    value_loss = 0.5 * value_loss
+    value_loss = clipped_value_loss(value, sample, cfg.clip_eps, cfg.clip_value)
     entropy = dist.entropy()
     choice_loss, option_entropy = option_choice_loss(cfg, outputs, record, sample.target)
     end_loss = termination_loss(cfg, outputs, record.arrived)
     loss = policy_loss + cfg.vf_coef * value_loss - cfg.ent_coef * entropy
     loss = loss + choice_loss - cfg.option_ent_coef * option_entropy + end_loss
-    ratio = jnp.exp(log_ratio)
     return loss, {
         "policy_loss": policy_loss,
         "value_loss": value_loss,
@@ -341,8 +322,7 @@ def ppoc_loss(
         "option_choice_loss": choice_loss,
         "option_entropy": option_entropy,
         "termination_loss": end_loss,
-        "approx_kl": (ratio - 1.0) - log_ratio,
-        "clip_fraction": (jnp.abs(ratio - 1.0) > cfg.clip_eps).astype(jnp.float32),
+        **ratio_metrics(log_ratio, cfg.clip_eps),
     }
 
 

@@ -145,6 +145,33 @@ def policy_gradient_loss(
     return loss, {"policy_loss": policy_loss, "value_loss": value_loss, "entropy": entropy}
 
 
+def clipped_surrogate(log_ratio: Array, advantage: Array, clip_eps: float) -> Array:
+    """PPO's pessimistic objective as a loss: −min(ρA, clip(ρ, 1 ± ε)A), ρ = exp(log_ratio)."""
+    ratio = jnp.exp(log_ratio)
+    clipped = jnp.clip(ratio, 1.0 - clip_eps, 1.0 + clip_eps)
+    return -jnp.minimum(ratio * advantage, clipped * advantage)
+
+
+def clipped_value_loss(value: Array, sample: Sample, clip_eps: float, clip_value: bool) -> Array:
+    """½ (value − target)², with `clip_value` the larger of it and the loss of the value moved at
+    most ±clip_eps from the one that acted (the PPO2 baselines' value clipping)."""
+    loss = (value - sample.target) ** 2
+    if clip_value:
+        clipped = sample.value + jnp.clip(value - sample.value, -clip_eps, clip_eps)
+        loss = jnp.maximum(loss, (clipped - sample.target) ** 2)
+    return 0.5 * loss
+
+
+def ratio_metrics(log_ratio: Array, clip_eps: float) -> dict[str, Array]:
+    """How far an update moved the policy: the approximate KL (the low-variance k3 estimator)
+    and whether the ratio left the clip range."""
+    ratio = jnp.exp(log_ratio)
+    return {
+        "approx_kl": (ratio - 1.0) - log_ratio,
+        "clip_fraction": (jnp.abs(ratio - 1.0) > clip_eps).astype(jnp.float32),
+    }
+
+
 class Acting(NamedTuple):
     """One env's step as its policy took it (`PolicyModel.act`)."""
 
