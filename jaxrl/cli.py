@@ -624,6 +624,8 @@ def main(argv: list[str] | None = None) -> None:
             if cfg.distributed.enabled and distributed.WORKER_ENV not in os.environ:
                 assert run_dir is not None  # `plan` asks a distributed run for its directory
                 sys.exit(distributed.supervise(argv, cfg.distributed, run_dir))
+            if distributed.WORKER_ENV in os.environ:
+                distributed.quiet_native_stdout()
             enable_compilation_cache()
             sys.exit(execute(cfg, run_dir))
         if not info and multirun:

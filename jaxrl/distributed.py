@@ -25,10 +25,9 @@ import re
 import signal
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from jaxrl.config import ConfigError, DistributedConfig
 from jaxrl.rundir import CHECKPOINTS
@@ -125,7 +124,8 @@ def agree(stop_requested: bool, checkpoint_due: bool) -> tuple[bool, bool]:
     import numpy as np
     from jax.experimental import multihost_utils
 
-    votes = multihost_utils.process_allgather(np.array([stop_requested, checkpoint_due]))
+    with collectives_fail_as_one_line():  # a peer that died while the others agree
+        votes = multihost_utils.process_allgather(np.array([stop_requested, checkpoint_due]))
     return bool(votes[:, 0].any()), bool(votes[0, 1])
 
 
@@ -136,7 +136,8 @@ def on_every_host(tree: Any) -> Any:
         return tree
     from jax.experimental import multihost_utils
 
-    return multihost_utils.process_allgather(tree, tiled=True)
+    with collectives_fail_as_one_line():
+        return multihost_utils.process_allgather(tree, tiled=True)
 
 
 @contextlib.contextmanager
@@ -161,9 +162,6 @@ def collectives_fail_as_one_line() -> Iterator[None]:
 
 # JAX's runtime ending a process because of another one (glog's fatal line).
 _FATAL = re.compile(r"^F\d{4} .*\] Terminating process because the JAX distributed service")
-# Gloo (the CPU collectives between processes) prints a note of each connection it makes, from
-# several threads at once: its notes end up cut into and across lines, each ending like this.
-_GLOO_CONNECTED = re.compile(r"peer ranks\. Expected number of connected peer ranks is : \d+$")
 # A line of XLA's log (glog's format), and one that speaks of the coordination service: the first
 # sign that JAX's runtime lost another process.
 _RUNTIME_LOG = re.compile(r"^[IWEF]\d{4} [\d:.]+\s+\d+ \S+:\d+\]")
@@ -179,7 +177,6 @@ def supervise(argv: Sequence[str], cfg: DistributedConfig, run_dir: Path) -> int
     child = subprocess.Popen(
         [sys.executable, "-m", "jaxrl.run", *argv],
         env={**os.environ, WORKER_ENV: "1"},
-        stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         errors="replace",
@@ -196,9 +193,7 @@ def supervise(argv: Sequence[str], cfg: DistributedConfig, run_dir: Path) -> int
     ending: list[str] = []
     runtime_log: list[str] = []  # XLA's other log lines: at the end, unless the run failed
     said_error = False  # an error line of the run's own went through
-    assert child.stdout is not None and child.stderr is not None
-    stdout = threading.Thread(target=_pass_on, args=(child.stdout, sys.stdout), daemon=True)
-    stdout.start()
+    assert child.stderr is not None
     try:
         for line in child.stderr:
             if ending or _COORDINATION_TROUBLE.match(line) or _FATAL.match(line):
@@ -210,7 +205,6 @@ def supervise(argv: Sequence[str], cfg: DistributedConfig, run_dir: Path) -> int
                 sys.stderr.write(line)
                 sys.stderr.flush()
         code = child.wait()
-        stdout.join()
     finally:
         for signum, handler in forwarded.items():
             signal.signal(signum, handler)
@@ -229,12 +223,17 @@ def supervise(argv: Sequence[str], cfg: DistributedConfig, run_dir: Path) -> int
     return EXIT_FAILED
 
 
-def _pass_on(source: IO[str], sink: IO[str]) -> None:
-    """The child's stdout, without Gloo's note of each connection it makes."""
-    for line in source:
-        if not _GLOO_CONNECTED.search(line):
-            sink.write(line)
-            sink.flush()
+def quiet_native_stdout() -> None:
+    """In the child that trains (`supervise`): Gloo, the CPU collectives between processes,
+    prints a note of each connection it makes on the native stdout from several threads at once,
+    cut into and across lines, so no line filter can take it out. The native stdout goes to
+    /dev/null; Python's `sys.stdout` keeps the original stream, where the run's lines go."""
+    sys.stdout.flush()
+    original = os.dup(sys.stdout.fileno())
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    sys.stdout = os.fdopen(original, "w", buffering=1)
 
 
 def _cause(report: str, cfg: DistributedConfig) -> str:
