@@ -172,8 +172,10 @@ def make(cfg: EnvConfig, num_envs: int | None = None) -> Env:
     if namespace == "ALE":
         from envs.atari import atari_spec, make_atari_pool
         from envs.host import HostEnv
+        from envs.ray_pool import pool_factory
 
-        return HostEnv(atari_spec(family_cfg, n), functools.partial(make_atari_pool, family_cfg))
+        local = functools.partial(make_atari_pool, family_cfg)
+        return HostEnv(atari_spec(family_cfg, n), pool_factory(family_cfg, local))
     from envs.gym_pool import make_gymnasium
 
     return make_gymnasium(family_cfg, n)

@@ -61,8 +61,8 @@ from typing import Any
 
 import numpy as np
 
-from envs.host import HostStep
-from jaxrl.config import ConfigError, EnvConfig, require
+from envs.host import HostPoolConfig, HostStep
+from jaxrl.config import ConfigError, require
 from jaxrl.datatypes import Box, Discrete, EnvSpec
 
 PREFIX = "ALE/"
@@ -73,8 +73,11 @@ _ALE_FRAME_CAP = 2**30
 
 
 @dataclasses.dataclass(frozen=True)
-class AtariConfig(EnvConfig):
-    """Preprocessing options of the Atari family: `env=ALE/Pong-v5 env.episodic_life=false`."""
+class AtariConfig(HostPoolConfig):
+    """Preprocessing options of the Atari family: `env=ALE/Pong-v5 env.episodic_life=false`.
+
+    `env.pool=sync` steps the games on ALE's threads in this process, `ray` splits them among Ray
+    actors (each with ALE's threads)."""
 
     id: str = "ALE/Breakout-v5"
     frame_skip: int = 4  # emulator frames per agent step; the observation max-pools the last two
@@ -87,6 +90,9 @@ class AtariConfig(EnvConfig):
     repeat_action_probability: float = 0.25  # sticky actions; 0 for the DQN papers' setting
     full_action_space: bool = False  # all 18 joystick actions instead of the game's minimal set
     threads: int = 0  # ALE worker threads; 0: one per env up to the core count
+
+    def pool_modes(self) -> tuple[str, ...]:
+        return ("sync", "ray")
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -222,10 +228,12 @@ class AtariPool:
         self._return = np.zeros(num_envs, np.float64)
         self._lives = np.zeros(num_envs, np.int32)
 
-    def reset(self, seed: int) -> np.ndarray:
-        """Reseed and restart every game; env i's seed is drawn from `SeedSequence(seed)` so
-        pools with neighbouring seeds share no game seeds."""
-        seeds = np.random.SeedSequence(seed).generate_state(self.num_envs) & 0x7FFFFFFF
+    def reset(self, seed: int, env_offset: int = 0) -> np.ndarray:
+        """Reseed and restart every game; game i's seed is word `env_offset + i` of
+        `SeedSequence(seed)`'s state (a prefix of a longer state is the shorter one), so pools
+        with neighbouring seeds share no game seeds."""
+        words = np.random.SeedSequence(seed).generate_state(env_offset + self.num_envs)
+        seeds = words[env_offset:] & 0x7FFFFFFF
         obs, info = self._env.reset(seed=seeds.astype(np.int64))
         self._steps[:] = 0
         self._return[:] = 0.0

@@ -29,7 +29,8 @@ import numpy as np
 from gymnasium import spaces as gym_spaces
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
 
-from envs.host import POOL_MODES, HostEnv, HostEnvConfig, HostEnvError, HostStep
+from envs.host import HostEnv, HostEnvConfig, HostEnvError, HostStep
+from envs.ray_pool import pool_factory
 from jaxrl.config import ConfigError
 from jaxrl.datatypes import Box, Discrete, EnvSpec, Hybrid, Space
 
@@ -37,6 +38,7 @@ GYM_PREFIX = "gym/"
 # Our Gymnasium namespaces: the module whose import registers them (in every worker too).
 NAMESPACES = {"bullet": "envs.bullet", "pixel": "envs.pixel"}
 EXTRAS = {"bullet": "bullet", "pixel": "host", "ALE": "atari"}
+LOCAL_POOL_MODES = ("sync", "async")  # what GymnasiumPool runs; `ray` pools wrap sync ones
 START_METHOD = "spawn"  # forking a process that runs JAX's threads can deadlock
 WORKER_EXIT_SECONDS = 2.0  # how long a worker whose pipe closed may take to be reported dead
 # An async worker's failure is printed by Gymnasium as a warning per worker (the traceback, then
@@ -174,8 +176,8 @@ class GymnasiumPool:
         name: str = "host env",
         timeout: float | None = None,
     ) -> None:
-        if mode not in POOL_MODES:
-            raise ConfigError(f"pool mode '{mode}' is not one of: {', '.join(POOL_MODES)}")
+        if mode not in LOCAL_POOL_MODES:
+            raise ConfigError(f"pool mode '{mode}' is not one of: {', '.join(LOCAL_POOL_MODES)}")
         self.num_envs = len(env_fns)
         self.name = name
         self.mode = mode
@@ -199,7 +201,8 @@ class GymnasiumPool:
         self._actions: Any = None  # of the step begun by step_async
         self._length = np.zeros(self.num_envs, np.int64)
 
-    def reset(self, seed: int) -> np.ndarray:
+    def reset(self, seed: int, env_offset: int = 0) -> np.ndarray:
+        seed += env_offset  # Gymnasium seeds env i with seed + i
         if self.mode == "sync":
             obs, _ = self._guard("reset", self.env.reset, seed=seed)
         else:
@@ -363,10 +366,22 @@ class GymnasiumEnv(HostEnv):
 
 
 def make_gymnasium(cfg: HostEnvConfig, num_envs: int) -> GymnasiumEnv:
-    """`gym/<id>`, `bullet/<id>`, `pixel/<id>` as a HostEnv over GymnasiumPools."""
+    """`gym/<id>`, `bullet/<id>`, `pixel/<id>` as a HostEnv over GymnasiumPools (for `env.pool=ray`,
+    sync ones inside Ray actors)."""
     spec, make_one = gymnasium_spec(cfg, num_envs)
+    mode = "sync" if cfg.pool == "ray" else cfg.pool
+    local = functools.partial(_local_pool, make_one, mode, cfg.id, cfg.timeout)
+    return GymnasiumEnv(spec, pool_factory(cfg, local))
 
-    def make_pool(n: int, seed: int) -> GymnasiumPool:
-        return GymnasiumPool([make_one] * n, cfg.pool, name=cfg.id, timeout=cfg.timeout)
 
-    return GymnasiumEnv(spec, make_pool)
+def _local_pool(
+    make_one: Callable[[], gymnasium.Env],
+    mode: str,
+    name: str,
+    timeout: float | None,
+    num_envs: int,
+    seed: int,
+) -> GymnasiumPool:
+    """An `envs.host.PoolFactory` once the env is bound (module level: Ray actors import it)."""
+    del seed  # the pool is seeded by its reset
+    return GymnasiumPool([make_one] * num_envs, mode, name=name, timeout=timeout)

@@ -80,7 +80,9 @@ class HostPool(Protocol):
 
     num_envs: int
 
-    def reset(self, seed: int) -> np.ndarray: ...  # first observations [n, ...]
+    # First observations [n, ...]. Env i is seeded as env `env_offset + i` of a pool reset with
+    # `seed` would be: pools that are slices of one (a Ray pool's actors) replay it exactly.
+    def reset(self, seed: int, env_offset: int = 0) -> np.ndarray: ...
 
     # actions: [n, ...], or (choices [n], parameters [n, P]) for a Hybrid action space
     def step(self, actions: Any) -> HostStep: ...
@@ -96,36 +98,74 @@ class HostEnvError(RuntimeError):
     message names the env and carries the env's own message."""
 
 
-POOL_MODES = ("sync", "async")
+POOL_MODES = ("sync", "async", "ray")
 CALLBACKS = ("auto", "buffer", "io")
 SEED_MODULUS = 2**30  # pools get seeds below this (headroom for seed + env index in int32)
 
 
 @dataclasses.dataclass(frozen=True)
-class HostEnvConfig(EnvConfig):
-    """Env options of the host families: `env=gym/Hopper-v5 env.pool=async env.num_envs=8`."""
+class RayConfig:
+    """Where `env.pool=ray` puts its workers (envs/ray_pool.py): `env.ray.num_workers=4`."""
 
-    id: str = "gym/CartPole-v1"
-    # sync: the pool's envs step one after another in this process (cheap envs: classic control);
-    # async: one worker process per env (gymnasium's AsyncVectorEnv), for envs whose step costs
-    # more than the inter-process round trip: MuJoCo, Box2D, PyBullet, pixels.
+    # null: the cluster this machine knows of (RAY_ADDRESS, or one `ray start` began here), else
+    # a new local one; `auto`: such a cluster or an error; `local`: always a new local cluster;
+    # `HOST:PORT`: that cluster's head.
+    address: str | None = None
+    num_workers: int = 2  # Ray actors per pool; the pool's envs are split evenly among them
+    # CPUs each actor reserves. 0: none reserved, actors are spread over the cluster's nodes
+    # regardless of its CPUs; 1: at most one actor per CPU (one that cannot be placed within
+    # env.timeout is reported).
+    cpus_per_worker: float = 0.0
+
+    def __post_init__(self) -> None:
+        require(self.num_workers >= 1, f"env.ray.num_workers={self.num_workers} must be >= 1")
+        require(
+            self.cpus_per_worker >= 0,
+            f"env.ray.cpus_per_worker={self.cpus_per_worker} must be >= 0",
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class HostPoolConfig(EnvConfig):
+    """How a host family's pools are run, shared by `gym/`, `bullet/`, `pixel/` and `ALE/` ids."""
+
+    # sync: the pool's envs step in this process (ALE's pool: on ALE's own threads); async: one
+    # worker process per env; ray: the envs split among Ray actors (envs/ray_pool.py), on this
+    # machine or a cluster.
     pool: str = "sync"
-    # async pools: seconds to wait for the workers' answer before raising HostEnvError; null: wait
-    # forever. A dead worker is reported at once either way.
+    # async and ray pools: seconds to wait for the workers' answer before raising HostEnvError;
+    # null: wait forever. A dead worker is reported at once either way.
     timeout: float | None = 60.0
-    # Keyword arguments for `gymnasium.make`, e.g. `+env.kwargs.continuous=true`.
-    kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
+    ray: RayConfig = dataclasses.field(default_factory=RayConfig)
+
+    def pool_modes(self) -> tuple[str, ...]:
+        """The `env.pool` values this family runs."""
+        return POOL_MODES
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        modes = self.pool_modes()
         require(
-            self.pool in POOL_MODES,
-            f"env.pool='{self.pool}' is not a pool mode; valid: {', '.join(POOL_MODES)}",
+            self.pool in modes,
+            f"env.pool='{self.pool}' is not a pool mode of env '{self.id}'; valid: "
+            f"{', '.join(modes)}",
         )
         require(
             self.timeout is None or self.timeout > 0,
             f"env.timeout={self.timeout} must be > 0 seconds (or null: wait forever)",
         )
+
+
+@dataclasses.dataclass(frozen=True)
+class HostEnvConfig(HostPoolConfig):
+    """Env options of the Gymnasium families: `env=gym/Hopper-v5 env.pool=async env.num_envs=8`.
+
+    async suits envs whose step costs more than the inter-process round trip (MuJoCo, Box2D,
+    PyBullet, pixels); sync suits cheap ones (classic control)."""
+
+    id: str = "gym/CartPole-v1"
+    # Keyword arguments for `gymnasium.make`, e.g. `+env.kwargs.continuous=true`.
+    kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
 def seed_from_key_data(data: np.ndarray) -> int:

@@ -16,6 +16,7 @@ FIXTURES = REPO / "tests" / "fixtures"
 TINY_ES = ("agent.population_size=8", "agent.episodes_per_member=1", "agent.hidden_sizes=[8]")
 # PPO iterations of 4 envs x 32 steps = 128 env steps, about 0.1 s each on a 2-core CPU.
 QUICK_PPO = ("agent=ppo", "agent.num_steps=32", "agent.num_minibatches=2")
+RAY_TEST_CPUS = 4  # logical CPUs of conftest's Ray cluster (tests place actors past them)
 
 
 def cli(
@@ -25,7 +26,7 @@ def cli(
     preexec_fn: Callable[[], None] | None = None,
     extra_env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": _pythonpath(), **(extra_env or {})}
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": pythonpath(), **(extra_env or {})}
     return subprocess.run(
         [sys.executable, "-m", "jaxrl.run", *args],
         capture_output=True,
@@ -39,7 +40,7 @@ def cli(
 
 def start(*args: str) -> subprocess.Popen:
     """A run in the background, stderr captured."""
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": _pythonpath()}
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": pythonpath()}
     return subprocess.Popen(
         [sys.executable, "-m", "jaxrl.run", *args],
         stdout=subprocess.PIPE,
@@ -49,7 +50,8 @@ def start(*args: str) -> subprocess.Popen:
     )
 
 
-def _pythonpath() -> str:
+def pythonpath() -> str:
+    """The repository and tests/fixtures first, as the CLI subprocesses and Ray workers see them."""
     return os.pathsep.join([str(REPO), str(FIXTURES), os.environ.get("PYTHONPATH", "")])
 
 

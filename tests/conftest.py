@@ -14,7 +14,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import secrets
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 os.environ["XLA_FLAGS"] = " ".join(
@@ -40,3 +48,54 @@ def pendulum_sac_expert(tmp_path_factory: pytest.TempPathFactory) -> Any:
     import jaxrl
 
     return jaxrl.train(*PENDULUM_SAC_EXPERT, run_dir=tmp_path_factory.mktemp("sac_expert"))
+
+
+@pytest.fixture(scope="session")
+def ray_cluster() -> Iterator[str]:
+    """A Ray cluster of this machine alone for the `env.pool=ray` tests: its head's
+    HOST:PORT. This process joins it as a driver; CLI runs join it by `env.ray.address`. Its
+    workers import tests/fixtures (the faulty and hybrid envs), as the CLI subprocesses do."""
+    # Ray's token authentication, with a token of this session's own (not ~/.ray's); the CLI
+    # subprocesses inherit it. Set before Ray is imported: it reads them once.
+    os.environ["RAY_AUTH_MODE"] = "token"
+    os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
+    import ray
+    from cli_helpers import RAY_TEST_CPUS, pythonpath
+
+    from envs.host import RayConfig
+    from envs.ray_pool import connect
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    address = f"127.0.0.1:{port}"
+    head = subprocess.Popen(
+        [
+            str(Path(sys.executable).with_name("ray")),
+            "start",
+            "--head",
+            "--block",
+            f"--port={port}",
+            "--node-ip-address=127.0.0.1",
+            f"--num-cpus={RAY_TEST_CPUS}",
+            "--include-dashboard=false",
+            "--disable-usage-stats",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONPATH": pythonpath()},
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert head.poll() is None, f"`ray start --head` exited with {head.returncode}"
+            assert time.monotonic() < deadline, "the Ray head did not listen within 120 s"
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
+                break
+            time.sleep(0.5)
+        connect(RayConfig(address=address))
+        yield address
+    finally:
+        ray.shutdown()
+        head.terminate()  # `ray start --block` ends the processes it started
+        head.wait(60)

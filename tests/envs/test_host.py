@@ -309,7 +309,9 @@ def test_cli_names_gym_ids_on_the_fly_and_validates_them():
     with pytest.raises(ConfigError, match=r"unknown env 'gym/Acrobat-v1'.*Did you mean: `Acrobot`"):
         compose(["agent=ppo", "env=gym/Acrobat-v1"])
     with pytest.raises(
-        ConfigError, match=r"env\.pool='threads' is not a pool mode; valid: sync, async"
+        ConfigError,
+        match=r"env\.pool='threads' is not a pool mode of env 'gym/CartPole-v1'; valid: sync, "
+        r"async, ray",
     ):
         compose(["agent=ppo", "env=gym/CartPole-v1", "env.pool=threads"])
     with pytest.raises(ConfigError, match=r"did you mean gym/LunarLander-v3\?"):

@@ -139,7 +139,13 @@ BAD_INPUT: list[tuple[str, tuple[str, ...], str]] = [
     (
         "unknown-pool",
         ("env=gym/CartPole-v1", "env.pool=foo"),
-        "error: env.pool='foo' is not a pool mode; valid: sync, async",
+        "error: env.pool='foo' is not a pool mode of env 'gym/CartPole-v1'; valid: sync, async, "
+        "ray",
+    ),
+    (
+        "ray-workers-zero",
+        ("env=gym/CartPole-v1", "env.pool=ray", "env.ray.num_workers=0"),
+        "error: env.ray.num_workers=0 must be >= 1",
     ),
     (
         "timeout-negative",
