@@ -6,7 +6,9 @@ every pool: benchmarks/results/host_bridge.md): env steps/s of the best of `--re
 after a warm-up, and the seconds from creating the pool to its first observations. The Ray pool
 runs on a local cluster started here, with `--workers` actors (default: one per core); the async
 pool has one process per env; ALE's sync pool steps its games on ALE's threads, and ALE has no
-async pool. The results file is written only when the 1-minute load average was below 1.5.
+async pool. Then ES on `bullet/RaceCar-v0` through the CLI with each pool (the original
+race-car experiment's setting, scaled down: `ES_RACECAR` below), in generations per minute of run
+time. The results file is written only when the 1-minute load average was below 1.5.
 
     python benchmarks/ray_pool.py [--workers 2] [--repeats 2] [--out PATH]
 """
@@ -15,7 +17,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import os
+import secrets
+import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -28,6 +35,19 @@ from envs.host import HostEnvConfig, HostPoolConfig, RayConfig
 from envs.ray_pool import connect
 
 DEFAULT_OUT = RESULTS / "ray_pool.md"
+# The original: population 64, 5 episodes each, up to 2,000 steps; here a population whose
+# per-member pools still number a few dozen (the async pool starts a process per env).
+ES_RACECAR = (
+    "agent=es",
+    "env=bullet/RaceCar-v0",
+    "agent.population_size=16",
+    "agent.episodes_per_member=2",
+    "env.max_episode_steps=200",
+    "budget.env_steps=40000",
+    "eval.episodes=2",
+    "log.progress=false",
+    "log.tensorboard=false",
+)
 NUM_ENVS = (8, 32, 64)
 QUIET_LOAD = 1.5
 # Env steps per timed run: a few seconds each on a 2-core CPU.
@@ -66,6 +86,31 @@ def measure(
     return steps * num_envs / best, start_s
 
 
+def es_racecar(pool: str, ray_cfg: RayConfig, run_dir: Path) -> dict[str, float]:
+    """Generations per minute of run time and compile seconds of `ES_RACECAR` on `pool`."""
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "jaxrl.run",
+            *ES_RACECAR,
+            f"env.pool={pool}",
+            f"env.ray.num_workers={ray_cfg.num_workers}",
+            f"env.ray.address={ray_cfg.address}",
+            f"log.dir={run_dir}",
+        ],
+        check=True,
+        capture_output=True,
+    )
+    summary = json.loads((run_dir / "summary.json").read_text())
+    return {
+        "generations": summary["iterations"],
+        "per_minute": 60 * summary["iterations"] / summary["run_seconds"],
+        "compile_s": summary["compile_seconds"],
+        "final": summary["final_eval_return"],
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 2, help="Ray actors")
@@ -73,8 +118,13 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = parser.parse_args()
 
-    ray_cfg = RayConfig(address="local", num_workers=args.workers)
-    connect(ray_cfg)
+    # A local cluster of this run's own, with a token of its own that the CLI runs inherit.
+    os.environ["RAY_AUTH_MODE"] = "token"
+    os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
+    connect(RayConfig(address="local"), timeout=120)
+    import ray
+
+    ray_cfg = RayConfig(address=ray.get_runtime_context().gcs_address, num_workers=args.workers)
     load_before = os.getloadavg()[0]
     where = machine()
     rows = []
@@ -91,6 +141,20 @@ def main() -> None:
             for row in rows[-len(rates) :]:
                 row.append(f"{rates[row[2]] / rates['sync']:.2f}")
                 row.append(where)
+    es_rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for pool in ("sync", "async", "ray"):
+            es = es_racecar(pool, ray_cfg, Path(tmp) / pool)
+            row = [
+                pool,
+                str(es["generations"]),
+                f"{es['per_minute']:.1f}",
+                f"{es['compile_s']:.1f}",
+                fmt(es["final"]),
+                where,
+            ]
+            print(" | ".join(row), flush=True)
+            es_rows.append(row)
     load_after = os.getloadavg()[0]
 
     text = (
@@ -102,6 +166,14 @@ def main() -> None:
         "sync pool's at the same env count.\n\n"
         + markdown_table(
             ["env", "envs", "pool", "env steps/s", "start s", "× sync", "machine"], rows
+        )
+        + "\n\nES on the race car, `python -m jaxrl.run "
+        + " ".join(ES_RACECAR)
+        + " env.pool=<pool>` (one pool per member of 2 envs: 16 pools in one host call per "
+        "step):\n\n"
+        + markdown_table(
+            ["pool", "generations", "generations/min", "compile s", "final return", "machine"],
+            es_rows,
         )
         + f"\n\n{load_note(load_before, load_after)}\n"
     )

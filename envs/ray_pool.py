@@ -27,6 +27,7 @@ import logging
 import os
 import signal
 import socket
+import threading
 import time
 from typing import Any
 
@@ -44,9 +45,9 @@ def _ray() -> Any:
     return ray
 
 
-def connect(cfg: RayConfig) -> None:
+def connect(cfg: RayConfig, timeout: float | None) -> None:
     """Join (or start) the cluster `env.ray.address` names, once per process; ConfigError (bad
-    input, before anything compiles) if there is none to join."""
+    input, before anything compiles) if there is none to join within `timeout` seconds."""
     ray = _ray()
     if ray.is_initialized():
         return
@@ -54,21 +55,46 @@ def connect(cfg: RayConfig) -> None:
     # A pool raises the first failure of a step as its HostEnvError; the other actors' failures
     # of the same step (often the same error) would otherwise be printed as tracebacks.
     os.environ.setdefault("RAY_IGNORE_UNHANDLED_ERRORS", "1")
-    try:
-        ray.init(
-            address=cfg.address,
-            include_dashboard=False,
-            log_to_driver=False,  # an actor's output stays in Ray's logs; failures come as errors
-            logging_level=logging.ERROR,
-        )
-    except (ConnectionError, ValueError, RuntimeError) as e:
+    outcome: list[BaseException | None] = []
+
+    def join() -> None:
+        try:
+            ray.init(
+                address=cfg.address,
+                include_dashboard=False,
+                log_to_driver=False,  # an actor's output stays in Ray's logs; errors come back
+                logging_level=logging.ERROR,
+            )
+            outcome.append(None)
+        except Exception as e:
+            outcome.append(e)
+
+    # Ray retries a cluster that does not let it in (a token it does not accept) for many
+    # minutes; the wait is bounded here instead.
+    thread = threading.Thread(target=join, name="jaxrl-ray-join", daemon=True)
+    thread.start()
+    thread.join(None if timeout is None else max(timeout, MIN_JOIN_SECONDS))
+    shown = "null" if cfg.address is None else cfg.address
+    hint = (
+        "is the cluster up (`ray status`)? With Ray's token authentication, set "
+        "RAY_AUTH_MODE=token and the cluster's RAY_AUTH_TOKEN here too"
+    )
+    if not outcome:
         raise ConfigError(
-            f"env.ray.address={cfg.address}: {_first_line(e)}; valid: {VALID_ADDRESSES}"
+            f"env.ray.address={shown}: not let into a Ray cluster within "
+            f"{max(timeout or 0, MIN_JOIN_SECONDS):g} s (env.timeout); {hint}; valid: "
+            f"{VALID_ADDRESSES}"
+        )
+    error = outcome[0]
+    if error is not None:
+        raise ConfigError(
+            f"env.ray.address={shown}: {_first_line(error)}; {hint}; valid: {VALID_ADDRESSES}"
         ) from None
 
 
 VALID_ADDRESSES = "null, auto, local or the HOST:PORT of a running Ray cluster's head"
 CONNECT_SECONDS = 5.0
+MIN_JOIN_SECONDS = 30.0  # starting a local cluster takes ~10 s on a busy 2-core machine
 
 
 def _check_reachable(address: str | None) -> None:
@@ -94,7 +120,7 @@ def pool_factory(cfg: HostPoolConfig, local: PoolFactory) -> PoolFactory:
     which make their slices with `local`."""
     if cfg.pool != "ray":
         return local
-    connect(cfg.ray)
+    connect(cfg.ray, cfg.timeout)
     return RayWorkers(local, cfg.ray, name=cfg.id, timeout=cfg.timeout).make_pool
 
 

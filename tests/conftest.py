@@ -93,7 +93,7 @@ def ray_cluster() -> Iterator[str]:
             with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
                 break
             time.sleep(0.5)
-        connect(RayConfig(address=address))
+        connect(RayConfig(address=address), timeout=120)
         yield address
     finally:
         ray.shutdown()
