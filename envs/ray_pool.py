@@ -65,9 +65,13 @@ def connect(cfg: RayConfig, timeout: float | None) -> None:
                 log_to_driver=False,  # an actor's output stays in Ray's logs; errors come back
                 logging_level=logging.ERROR,
             )
-            outcome.append(None)
         except Exception as e:
             outcome.append(e)
+            return
+        outcome.append(None)
+        # A local cluster's processes are told to die with the thread that started them
+        # (PR_SET_PDEATHSIG): this one lives as long as the process.
+        threading.Event().wait()
 
     # Ray retries a cluster that does not let it in (a token it does not accept) for many
     # minutes; the wait is bounded here instead.
