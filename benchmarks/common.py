@@ -150,6 +150,17 @@ def write_report(text: str, out: Path) -> None:
     print(f"written to {out}")
 
 
+def write_report_if_quiet(text: str, out: Path, load: float, limit: float) -> None:
+    """`write_report` when the 1-minute load average `load` is below `limit` (timings on a shared
+    machine say little); otherwise print the report and say why it was not written."""
+    if load < limit:
+        write_report(text, out)
+        return
+    print()
+    print(text)
+    print(f"not written to {out}: load average above {limit}; re-run when quiet")
+
+
 def finish_imitation_plot(
     fig: Any, ax: Any, expert: float, title: str, ylabel: str, out: Path
 ) -> None:

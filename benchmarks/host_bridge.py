@@ -25,7 +25,7 @@ import gymnasium
 import jax
 import jax.numpy as jnp
 import numpy as np
-from common import RESULTS, fmt, load_note, machine, markdown_table, write_report
+from common import RESULTS, fmt, load_note, machine, markdown_table, write_report_if_quiet
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 from jax.experimental import io_callback
 from jax.experimental.buffer_callback import buffer_callback
@@ -181,12 +181,7 @@ def main() -> None:
         + markdown_table(["callback", "µs per call", "machine"], callback_rows)
         + f"\n\n{load_note(load_before, load_after)}\n"
     )
-    if max(load_before, load_after) < QUIET_LOAD:
-        write_report(text, args.out)
-    else:
-        print()
-        print(text)
-        print(f"not written to {args.out}: load average above {QUIET_LOAD}; re-run when quiet")
+    write_report_if_quiet(text, args.out, max(load_before, load_after), QUIET_LOAD)
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from common import RESULTS, fmt, load_note, machine, markdown_table, write_report
+from common import RESULTS, fmt, load_note, machine, markdown_table, write_report_if_quiet
 
 import envs
 from envs.atari import AtariConfig
@@ -179,12 +179,7 @@ def main() -> None:
     )
     # Its own workers load the machine (64 async processes, the Ray actors): only the load
     # before it started says whether the machine was shared.
-    if load_before < QUIET_LOAD:
-        write_report(text, args.out)
-    else:
-        print()
-        print(text)
-        print(f"not written to {args.out}: load average above {QUIET_LOAD}; re-run when quiet")
+    write_report_if_quiet(text, args.out, load_before, QUIET_LOAD)
 
 
 if __name__ == "__main__":
