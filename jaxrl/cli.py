@@ -13,6 +13,7 @@ import dataclasses
 import functools
 import itertools
 import json
+import math
 import os
 import sys
 from collections.abc import Collection, Sequence
@@ -37,6 +38,7 @@ from jaxrl import distributed
 from jaxrl.config import ConfigError, DistributedConfig, EnvConfig, RunConfig, to_dict
 from jaxrl.hyper import grid_points
 from jaxrl.interrupt import EXIT_INTERRUPTED
+from jaxrl.multirun import failed_job_ends_sweep
 
 EXIT_BAD_INPUT = 2
 EXIT_FAILED = 1
@@ -461,7 +463,9 @@ def _return(value: float | None) -> str:
 def _hydra_job(cfg: DictConfig) -> float:
     """One job of a `-m` sweep (or a run with Hydra's own flags): its directory is Hydra's. It
     returns the run's `sweep_objective` (jaxrl.sweep.objective), which Optuna's sweeper
-    optimises; the basic sweeper ignores it."""
+    optimises; the basic sweeper ignores it. A run that fails returns NaN and the sweep goes on
+    (jaxrl.multirun), except under Optuna's sweeper and on Ctrl-C."""
+    enable_compilation_cache()  # a launcher's job may be a process of its own
     try:
         run_cfg = to_run_config(cfg)
         run_dir = Path(run_cfg.log.dir or HydraConfig.get().runtime.output_dir)
@@ -469,11 +473,21 @@ def _hydra_job(cfg: DictConfig) -> float:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(EXIT_BAD_INPUT)
     code = execute(run_cfg, run_dir)
-    if code:
+    if code == EXIT_INTERRUPTED or (code and failed_job_ends_sweep()):
         sys.exit(code)
+    if code:
+        return math.nan
     from jaxrl.sweep import objective
 
     return objective(run_dir, os.environ.get(OBJECTIVE_ENV, "final"))
+
+
+def _submitit_failure(e: Exception) -> str:
+    """submitit's report of a job that died without a result (killed, out of memory, past its
+    time limit), in one line: which job, its state, the last line of its error stream."""
+    lines = [line.strip() for line in str(e).splitlines() if line.strip()]
+    last = next((line for line in reversed(lines) if not line.startswith("---")), "")
+    return f"{' '.join(lines[:2])}; its error stream ended: {last}"
 
 
 # Hydra's flags: those that print and exit, those that take a value, and multirun.
@@ -643,7 +657,15 @@ def main(argv: list[str] | None = None) -> None:
     if not info:  # help and the like compile nothing
         enable_compilation_cache()
     sys.argv = [sys.argv[0], *flags, *overrides]  # Hydra's parser wants the overrides together
-    _hydra_job()
+    if multirun:  # a launcher's error reaches here rather than Hydra's traceback printer
+        os.environ["HYDRA_FULL_ERROR"] = "1"
+    try:
+        _hydra_job()
+    except Exception as e:
+        if not type(e).__module__.startswith("submitit"):
+            raise
+        print(f"error: {_submitit_failure(e)}", file=sys.stderr)
+        sys.exit(EXIT_FAILED)
 
 
 def _first_line(e: BaseException) -> str:

@@ -18,6 +18,13 @@ interpolated linearly onto the union of their evaluation steps, from the latest 
 to the latest last one; a seed that stopped earlier (it reached its budget first) holds its final
 return, rather than pretending the evaluations were simultaneous.
 
+On a `-m` sweep's directory (Hydra's `hydra.sweep.dir`, whatever launcher ran the jobs: in this
+process, as submitit jobs on a SLURM cluster or Optuna trials) it gathers the jobs' run
+directories into one report there: a point is a job's values of the overrides that differ between
+jobs (`seed` aside) with, inside the job, its grid point's values; jobs that differ only in `seed`
+are seeds of one point, so `-m agent.learning_rate=1e-3,3e-4 seed=0,1,2` gives two points of
+three seeds, as would one job with `grid.agent.learning_rate=[1e-3,3e-4] num_seeds=3`.
+
 `objective` is what each job of a `-m` sweep returns to Hydra's sweeper (Optuna's optimises it).
 """
 
@@ -36,8 +43,6 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from jaxrl.hyper import point_name
-
 BOOTSTRAP_SAMPLES = 2000
 CONFIDENCE = 0.95
 PROFILE_THRESHOLDS = 101
@@ -55,11 +60,14 @@ class SweepCurves(NamedTuple):
     ci_high: np.ndarray
 
 
+Value = float | str  # a grid's values are numbers; a swept override may name a group (agent=ppo)
+
+
 class PointSummary(NamedTuple):
     """The seeds of one grid point (the whole run without a grid), aligned and ranked."""
 
-    grid_point: int | None
-    values: dict[str, float]  # its hyperparameter values; {} without a grid
+    grid_point: int | None  # the point's index in a grid or a gathered sweep
+    values: dict[str, Value]  # its hyperparameter values; {} without a grid
     curves: SweepCurves
     final: float  # IQM of the seeds' final returns
     final_ci: tuple[float, float]  # its 95% interval
@@ -69,17 +77,21 @@ class PointSummary(NamedTuple):
 
     @property
     def name(self) -> str:
-        return point_name(self.values) or "all seeds"
+        return ",".join(f"{k}={value_text(v)}" for k, v in self.values.items()) or "all seeds"
+
+
+def value_text(value: Value) -> str:
+    return f"{value:g}" if isinstance(value, float) else value
 
 
 Curves = dict[int, tuple[np.ndarray, np.ndarray]]
 
 
-def read_evals(path: Path) -> dict[int | None, tuple[dict[str, float], Curves]]:
+def read_evals(path: Path) -> dict[int | None, tuple[dict[str, Value], Curves]]:
     """Per grid point (None without a grid): its values and, per seed, (env_steps, eval_return)
     in iteration order. A resumed run may have logged an iteration twice; the last row wins."""
     rows: dict[int | None, dict[int, dict[int, tuple[float, float]]]] = {}
-    values: dict[int | None, dict[str, float]] = {}
+    values: dict[int | None, dict[str, Value]] = {}
     with open(path, newline="") as f:
         reader = csv.DictReader(f)
         columns = reader.fieldnames or []
@@ -177,7 +189,7 @@ def area_per_step(env_steps: np.ndarray, curve: np.ndarray) -> float:
     return float(np.trapezoid(curve, env_steps) / span) if span > 0 else float(curve[-1])
 
 
-def summarize_point(point: int | None, values: dict[str, float], curves: Curves) -> PointSummary:
+def summarize_point(point: int | None, values: dict[str, Value], curves: Curves) -> PointSummary:
     steps, seeds, returns = align(curves)
     mean = returns.mean(axis=0)
     centre, low, high = iqm_interval(returns)
@@ -242,7 +254,9 @@ def write_csv(points: list[PointSummary], path: Path) -> None:
         for point in points:
             c = point.curves
             ids = (
-                [point.grid_point, *(f"{point.values[k]:g}" for k in keys)] if grid_columns else []
+                [point.grid_point, *(value_text(point.values[k]) for k in keys)]
+                if grid_columns
+                else []
             )
             for i, step in enumerate(c.env_steps):
                 w.writerow(
@@ -279,7 +293,7 @@ def write_ranking(points: list[PointSummary], path: Path) -> None:
                 [
                     rank,
                     "" if p.grid_point is None else p.grid_point,
-                    *(f"{p.values[k]:g}" for k in keys),
+                    *(value_text(p.values[k]) for k in keys),
                     f"{p.final:.6g}",
                     f"{p.final_ci[0]:.6g}",
                     f"{p.final_ci[1]:.6g}",
@@ -354,17 +368,118 @@ def plot_profiles(points: list[PointSummary], path: Path, title: str) -> None:
     _save(plt, fig, ax, title, path)
 
 
+def job_dirs(sweep_dir: Path) -> list[Path]:
+    """A `-m` sweep's job directories (those holding Hydra's `.hydra/overrides.yaml`), in job
+    order."""
+    jobs = [d for d in sweep_dir.iterdir() if (d / ".hydra" / "overrides.yaml").is_file()]
+    return sorted(jobs, key=lambda d: (0, int(d.name), "") if d.name.isdigit() else (1, 0, d.name))
+
+
+def job_overrides(job: Path) -> dict[str, str]:
+    """The job's overrides, key to value as Hydra wrote them, Hydra's own settings aside."""
+    from omegaconf import OmegaConf
+
+    pairs = (str(o).partition("=") for o in OmegaConf.load(job / ".hydra" / "overrides.yaml"))
+    return {
+        key.lstrip("+~"): value
+        for key, _, value in pairs
+        if not key.lstrip("+~").startswith(("hydra.", "hydra/"))
+    }
+
+
+def has_evaluations(run_dir: Path) -> bool:
+    """Whether a run logged an evaluation (a run that failed first has only evals.csv's header)."""
+    evals = run_dir / "evals.csv"
+    if not evals.is_file():
+        return False
+    with open(evals) as f:
+        return next(f, None) is not None and next(f, None) is not None
+
+
+DEFAULT_VALUE = "(default)"  # a key one job sets and another leaves at its default
+
+
+def _parsed(value: str) -> Value:
+    try:
+        return float(value)
+    except ValueError:
+        return value
+
+
+def varying_keys(overrides: list[dict[str, str]]) -> list[str]:
+    """The keys whose values differ between jobs, `seed` aside, in the order the jobs name them."""
+    keys: list[str] = []
+    for job in overrides:
+        keys += [k for k in job if k != "seed" and k not in keys]
+    return [k for k in keys if len({job.get(k, DEFAULT_VALUE) for job in overrides}) > 1]
+
+
+def read_sweep(sweep_dir: Path) -> list[tuple[dict[str, Value], Curves]]:
+    """Per point of a `-m` sweep, in the order of the jobs that first ran it: its values (the
+    overrides that differ between jobs, `seed` aside, then its grid values inside the job) and
+    its seeds' curves, gathered from every job that ran some of its seeds. Jobs without
+    evaluations (`skipped_jobs`) are left out; two jobs that ran the same seed of a point are an
+    error, not an average."""
+    every_job = job_dirs(sweep_dir)
+    jobs = [job for job in every_job if has_evaluations(job)]
+    if not jobs:
+        raise ValueError(f"no job of the sweep in {sweep_dir} has evaluations yet")
+    overrides = {job: job_overrides(job) for job in every_job}  # what varies, failed jobs too
+    varying = varying_keys(list(overrides.values()))
+    points: dict[tuple[tuple[str, str], ...], tuple[dict[str, Value], Curves]] = {}
+    origin: dict[tuple[tuple[str, str], ...], dict[int, str]] = {}
+    for job in jobs:
+        job_values = {k: _parsed(overrides[job].get(k, DEFAULT_VALUE)) for k in varying}
+        for grid_values, curves in read_evals(job / "evals.csv").values():
+            values = {**job_values, **grid_values}
+            ident = tuple((k, value_text(v)) for k, v in values.items())
+            _, gathered = points.setdefault(ident, (values, {}))
+            ran = origin.setdefault(ident, {})
+            for seed, curve in curves.items():
+                if seed in gathered:
+                    name = ",".join(f"{k}={v}" for k, v in ident) or "the sweep"
+                    raise ValueError(
+                        f"jobs {ran[seed]} and {job.name} both ran seed {seed} of {name}: "
+                        f"sweep seed= (or keep each job's seeds apart) to gather them"
+                    )
+                gathered[seed], ran[seed] = curve, job.name
+    shapes = {tuple(values) for values, _ in points.values()}
+    if len(shapes) > 1:
+        raise ValueError(
+            f"the sweep's jobs grid different keys ({sorted(shapes)}); report each job"
+        )
+    return list(points.values())
+
+
+def skipped_jobs(sweep_dir: Path) -> list[str]:
+    """`<job>: <why>` for each job of a sweep without evaluations: its status from summary.json
+    (nan, failed, interrupted) or, without one, that it never finished."""
+    out = []
+    for job in job_dirs(sweep_dir):
+        if has_evaluations(job):
+            continue
+        summary = job / "summary.json"
+        status = json.loads(summary.read_text())["status"] if summary.is_file() else "unfinished"
+        out.append(f"{job.name}: no evaluations ({status})")
+    return out
+
+
 def summarize(run_dir: str | Path) -> list[PointSummary]:
-    """Write `sweep.csv`, `ranking.csv`, `sweep.png` and `profile.png` into `run_dir`; returns
-    each grid point's summary (one without a grid), in grid order."""
+    """Write `sweep.csv`, `ranking.csv`, `sweep.png` and `profile.png` into `run_dir` (a run, or
+    a `-m` sweep's directory whose jobs it gathers); returns each point's summary (one for a
+    run without a grid), in grid (job) order."""
     run_dir = Path(run_dir)
     evals = run_dir / "evals.csv"
-    if not evals.exists():
-        raise FileNotFoundError(f"{evals} not found: is {run_dir} a jaxrl run directory?")
-    points = [
-        summarize_point(point, values, curves)
-        for point, (values, curves) in read_evals(evals).items()
-    ]
+    if evals.is_file():
+        entries = list(read_evals(evals).items())
+    elif run_dir.is_dir() and job_dirs(run_dir):
+        entries = list(enumerate(read_sweep(run_dir)))
+    else:
+        raise FileNotFoundError(
+            f"{run_dir} holds neither evals.csv (a run) nor jobs with .hydra/overrides.yaml "
+            f"(a -m sweep's directory)"
+        )
+    points = [summarize_point(point, values, curves) for point, (values, curves) in entries]
     write_csv(points, run_dir / "sweep.csv")
     write_ranking(points, run_dir / "ranking.csv")
     title = _title(run_dir, points)
@@ -375,18 +490,21 @@ def summarize(run_dir: str | Path) -> list[PointSummary]:
 
 def _title(run_dir: Path, points: list[PointSummary]) -> str:
     seeds = len(points[0].curves.seeds)
-    grid = f"{len(points)} grid points x " if points[0].grid_point is not None else ""
-    summary = run_dir / "summary.json"
-    if summary.exists():
-        data = json.loads(summary.read_text())
-        return f"{data['agent']} on {data['env']} ({grid}{seeds} seeds)"
+    grid = f"{len(points)} points x " if points[0].grid_point is not None else ""
+    summaries = [run_dir / "summary.json"] + [job / "summary.json" for job in job_dirs(run_dir)]
+    for summary in summaries:
+        if summary.is_file():
+            data = json.loads(summary.read_text())
+            return f"{data['agent']} on {data['env']} ({grid}{seeds} seeds)"
     return f"{run_dir.name} ({grid}{seeds} seeds)"
 
 
 def main(argv: list[str] | None = None) -> None:
     """Exit status 2 for a directory without evaluations or a missing report package."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("run_dir", help="a run directory holding evals.csv")
+    parser.add_argument(
+        "run_dir", help="a run directory (holding evals.csv) or a -m sweep's directory"
+    )
     args = parser.parse_args(argv)
     try:
         points = summarize(args.run_dir)
@@ -396,6 +514,8 @@ def main(argv: list[str] | None = None) -> None:
     except ImportError as e:  # rliable or matplotlib
         print(f"error: sweep reports need {e.name}: pip install 'jaxrl[sweep]'", file=sys.stderr)
         sys.exit(EXIT_BAD_INPUT)
+    for skipped in skipped_jobs(Path(args.run_dir)):
+        print(f"left out job {skipped}")
     for rank, p in enumerate(ranked(points), start=1):
         print(
             f"{rank}. {p.name}: final IQM {p.final:.1f} [{p.final_ci[0]:.1f}, "
