@@ -36,6 +36,11 @@ One `train_step` is one generation:
 Evaluation acts with the champion: the fittest member of the last generation (an elite, so still
 in its slot).
 
+Devices: on JAX-native and Brax envs the members are split over the devices that share them
+evenly (every process's, in a distributed run), each device running its members' episodes; the
+staged steps are gathered, and every device keeps the same buffer and makes the same GA step and
+updates (`split_episodes`). Host envs keep one pool, on one device.
+
 Discrete actions (CartPole-v1): the actor is the same tanh actor with one output per action,
 read as squashed logits; the env action is their argmax (tanh is monotone, so it is the argmax of
 the logits), and the critic takes the squashed-logit vector the actor produced, exploration noise
@@ -66,8 +71,9 @@ from typing import Any, ClassVar, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.sharding import PartitionSpec as P
 
-from jaxrl import ga, hyper, replay
+from jaxrl import ga, hyper, parallel, replay
 from jaxrl.config import require
 from jaxrl.datatypes import Agent, Array, Box, Discrete, Key, Metrics, PyTree, TimeStep, Transition
 from jaxrl.deterministic import DDPG_KEYS, DeterministicConfig, make_deterministic_learner
@@ -76,6 +82,7 @@ from jaxrl.offpolicy import Learner, example_transition
 from jaxrl.replay import ReplayState
 
 LEARNERS = ("ddpg", "td3")
+MEMBERS_AXIS = "members"
 
 
 @dataclass(frozen=True)
@@ -225,6 +232,16 @@ class ERLState(NamedTuple):
     env_steps: Array  # int32: env steps collected so far
 
 
+class Episodes(NamedTuple):
+    """One episode of every row of a batch, staged step by step for the buffer."""
+
+    staged: Transition  # leaves [max_steps, rows, ...]
+    valid: Array  # bool[max_steps, rows]: the step belongs to the row's episode
+    returns: Array  # float32[rows]
+    lengths: Array  # int32[rows]
+    steps_computed: Array  # int32: loop iterations × rows
+
+
 class CollectedEpisodes(NamedTuple):
     """One episode of every row of the rollout batch, added to the buffer."""
 
@@ -234,20 +251,19 @@ class CollectedEpisodes(NamedTuple):
     steps_computed: Array  # int32: loop iterations × rows
 
 
-def collect_episodes(
-    env: Env, policy: Any, buffer: ReplayState, key: Key, max_steps: int
-) -> CollectedEpisodes:
-    """Run every env of the batch for exactly one episode under `policy(obs, key)` and add each
-    row's steps of that episode (none after it) to `buffer`, in step order.
+def stage_episodes(
+    env: Env, policy: Any, example: Transition, key: Key, max_steps: int
+) -> Episodes:
+    """Run every env of the batch for exactly one episode under `policy(obs, key)`, staging each
+    row's steps of that episode (none after it) in a [max_steps, rows] block.
 
-    The steps are staged in a [max_steps, rows] block carried by the loop and added with one
-    masked `replay.add` after it: carrying the buffer itself made every loop iteration cost time
-    proportional to the buffer's capacity (a copy per step; under vmap over seeds, a select of
-    the whole buffer per step)."""
+    The block is carried by the loop and added to the buffer with one masked `replay.add` after
+    it: carrying the buffer itself made every loop iteration cost time proportional to the
+    buffer's capacity (a copy per step; under vmap over seeds, a select of the whole buffer per
+    step)."""
     n = env.spec.num_envs
     reset_key, loop_key = jax.random.split(key)
     env_state, ts = env.reset(reset_key)
-    example = jax.tree.map(lambda x: x[0], buffer.data)
     staged = jax.tree.map(lambda x: jnp.zeros((max_steps, n, *x.shape), x.dtype), example)
 
     def cond(carry):
@@ -279,9 +295,23 @@ def collect_episodes(
         loop_key,
     )
     _, _, staged, valid, _, returns, lengths, t, _ = jax.lax.while_loop(cond, body, carry)
-    flat = jax.tree.map(lambda x: x.reshape(max_steps * n, *x.shape[2:]), staged)
-    buffer = replay.add(buffer, flat, valid.reshape(-1))
-    return CollectedEpisodes(buffer, returns, lengths, t * n)
+    return Episodes(staged, valid, returns, lengths, t * n)
+
+
+def add_episodes(buffer: ReplayState, episodes: Episodes) -> CollectedEpisodes:
+    """The staged steps into `buffer`, in step order (row by row within a step)."""
+    steps, rows = episodes.valid.shape
+    flat = jax.tree.map(lambda x: x.reshape(steps * rows, *x.shape[2:]), episodes.staged)
+    buffer = replay.add(buffer, flat, episodes.valid.reshape(-1))
+    return CollectedEpisodes(buffer, episodes.returns, episodes.lengths, episodes.steps_computed)
+
+
+def collect_episodes(
+    env: Env, policy: Any, buffer: ReplayState, key: Key, max_steps: int
+) -> CollectedEpisodes:
+    """One episode of every env of the batch under `policy`, added to `buffer`."""
+    example = jax.tree.map(lambda x: x[0], buffer.data)
+    return add_episodes(buffer, stage_episodes(env, policy, example, key, max_steps))
 
 
 class ERLSetup(NamedTuple):
@@ -292,6 +322,12 @@ class ERLSetup(NamedTuple):
     learner: Learner  # jaxrl.deterministic's DDPG/TD3 learner on the Box view of the env
     box_env: Env  # the env, discrete actions seen as squashed logits (`ArgmaxActions`)
     rollout_env: Env  # one batch: every member's episodes, then the learner's
+    # Over several devices (`jaxrl.parallel`: several processes' too) the members' episodes are
+    # split by member over `axis`, each device's members on `member_env`; the learner's episodes
+    # run on `learner_env` on every device alike.
+    axis: parallel.DataAxis
+    member_env: Env
+    learner_env: Env
     discrete: bool
     pop_rows: int  # rows of the rollout batch the members fill
     max_steps: int  # the env's episode cap
@@ -306,6 +342,15 @@ def erl_setup(cfg: ERLConfig, env: Env) -> ERLSetup:
     rollout_env = box_env.with_num_envs(pop_rows + cfg.rl_episodes)
     max_steps = env.spec.max_episode_steps
     rows = rollout_env.spec.num_envs
+    # Host envs are one pool stepped from Python: their population stays one batch.
+    split = env.spec.vmappable and cfg.population_size > 1
+    members = f"the {cfg.population_size} members of agent.population_size={cfg.population_size}"
+    mesh = (
+        parallel.data_mesh(cfg.population_size, MEMBERS_AXIS, members)
+        if split
+        else jax.make_mesh((1,), (MEMBERS_AXIS,), devices=jax.local_devices()[:1])
+    )
+    axis = parallel.DataAxis(mesh, MEMBERS_AXIS)
     require(
         cfg.buffer_size >= max_steps * rows,
         f"agent.buffer_size={cfg.buffer_size} must hold a generation's rollouts at their "
@@ -316,6 +361,9 @@ def erl_setup(cfg: ERLConfig, env: Env) -> ERLSetup:
         learner=make_deterministic_learner(cfg.learner_config(), box_env.spec),
         box_env=box_env,
         rollout_env=rollout_env,
+        axis=axis,
+        member_env=box_env.with_num_envs(pop_rows // axis.size),
+        learner_env=box_env.with_num_envs(cfg.rl_episodes),
         discrete=discrete,
         pop_rows=pop_rows,
         max_steps=max_steps,
@@ -346,6 +394,53 @@ def rollout_policy(setup: ERLSetup, state: ERLState) -> Callable[[Array, Key], A
         )
 
     return policy
+
+
+def split_episodes(setup: ERLSetup, state: ERLState, key: Key) -> Episodes:
+    """A generation's episodes over the devices of `setup.axis`: each device runs its members'
+    episodes (its own loop, as long as its longest episode), the learner's episodes run on every
+    device alike, and the staged steps of every device are gathered, so that every device (and
+    process) adds the same block to its copy of the buffer and makes the same update. Rows keep
+    `rollout_policy`'s order: members (device by device), then the learner's."""
+    cfg, axis = setup.cfg, setup.axis
+    per_member = cfg.episodes_per_member
+    example = jax.tree.map(lambda x: x[0], state.buffer.data)
+    member_key, learner_key = jax.random.split(key)
+
+    def members(population: PyTree, learner_state: PyTree, key: Key) -> Episodes:
+        local = jax.tree.leaves(population)[0].shape[0]
+
+        def policy(obs: Array, act_key: Key) -> Array:
+            member_obs = obs.reshape(local, per_member, *obs.shape[1:])
+            actions = members_act(setup, learner_state, population, member_obs, act_key)
+            return actions.reshape(local * per_member, *actions.shape[2:])
+
+        device_key = jax.random.fold_in(key, axis.index())
+        episodes = stage_episodes(setup.member_env, policy, example, device_key, setup.max_steps)
+        return axis.all_gather(episodes)  # leaves [devices, ...]
+
+    gathered = axis.shard_map(members, in_specs=(P(MEMBERS_AXIS), P(), P()), out_specs=P())(
+        state.population, state.learner, member_key
+    )
+    by_row = lambda x: jnp.moveaxis(x, 0, 1).reshape(x.shape[1], -1, *x.shape[3:])
+    learner_episodes = stage_episodes(
+        setup.learner_env,
+        lambda obs, k: setup.learner.explore(state.learner, obs, k, state.env_steps),
+        example,
+        learner_key,
+        setup.max_steps,
+    )
+    return Episodes(
+        staged=jax.tree.map(
+            lambda m, r: jnp.concatenate([by_row(m), r], axis=1),
+            gathered.staged,
+            learner_episodes.staged,
+        ),
+        valid=jnp.concatenate([by_row(gathered.valid), learner_episodes.valid], axis=1),
+        returns=jnp.concatenate([gathered.returns.reshape(-1), learner_episodes.returns]),
+        lengths=jnp.concatenate([gathered.lengths.reshape(-1), learner_episodes.lengths]),
+        steps_computed=gathered.steps_computed.sum() + learner_episodes.steps_computed,
+    )
 
 
 def init(setup: ERLSetup, key: Key) -> ERLState:
@@ -407,9 +502,16 @@ def train_step(
     the learner's actor over the weakest member. The loop's env state passes through."""
     cfg, learner, pop_rows = setup.cfg, setup.learner, setup.pop_rows
     rollout_key, ga_key, learn_key = jax.random.split(key, 3)
-    out = collect_episodes(
-        setup.rollout_env, rollout_policy(setup, state), state.buffer, rollout_key, setup.max_steps
-    )
+    if setup.axis.size > 1:
+        out = add_episodes(state.buffer, split_episodes(setup, state, rollout_key))
+    else:
+        out = collect_episodes(
+            setup.rollout_env,
+            rollout_policy(setup, state),
+            state.buffer,
+            rollout_key,
+            setup.max_steps,
+        )
     fitness = out.returns[:pop_rows].reshape(cfg.population_size, cfg.episodes_per_member)
     fitness = fitness.mean(axis=1)
     steps = out.lengths.sum()

@@ -151,8 +151,8 @@ class Trainer:
         ):
             raise ConfigError(
                 f"agent '{self.cfg.agent.name}' trains on one device: a distributed run needs an "
-                f"agent that splits its work over devices (es: its population; ppo, a2c, "
-                f"reinforce, ppoc: their env batch)"
+                f"agent that splits its work over devices (es, erl: their population on JAX-native "
+                f"or Brax envs; ppo, a2c, reinforce, ppoc: their env batch)"
             )
 
     def agent_for(self, hyperparameters: dict[str, Array]) -> Agent:
