@@ -373,6 +373,44 @@ def resumed_config(run_dir: str | Path, overrides: Sequence[str] = ()) -> RunCon
     return config_from_dict(saved, f"resume={run_dir}")
 
 
+def continued_job(cfg: RunConfig, run_dir: Path) -> RunConfig:
+    """A `-m` job whose directory holds a run already: that run continued (`resume=`) when it
+    was started with this job's config — a SLURM job requeued after preemption or its time
+    limit, or the same sweep launched again into its `hydra.sweep.dir` — with this job's values
+    of the `RESUMABLE` keys (a larger budget goes on training). A different run there is refused
+    in one line, as a single run's used `log.dir` is."""
+    saved = resumed_config(run_dir)
+    mine, theirs = _flat(to_dict(cfg)), _flat(to_dict(saved))
+    ignored = {*RESUMABLE, "resume", "log.dir"}
+    differing = [
+        k
+        for k in dict.fromkeys([*mine, *theirs])
+        if k not in ignored and not k.startswith(LAUNCH_KEYS) and mine.get(k) != theirs.get(k)
+    ]
+    if differing:
+        raise ConfigError(
+            f"log.dir={run_dir} already holds another run (it differs in "
+            f"{', '.join(differing[:4])}); launch the sweep into another hydra.sweep.dir"
+        )
+    changes = {key: mine[key] for key in RESUMABLE if mine.get(key) != theirs.get(key)}
+    data = to_dict(saved)
+    for key, value in changes.items():
+        section, _, leaf = key.rpartition(".")
+        (data[section] if section else data)[leaf] = value
+    return config_from_dict(data, f"resume={run_dir}")
+
+
+def _flat(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """`{"a": {"b": 1}}` as `{"a.b": 1}`: configs compared key by key."""
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        if isinstance(value, dict):
+            out.update(_flat(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
 def config_from_dict(data: dict[str, Any], origin: str) -> RunConfig:
     """A `RunConfig` from its `to_dict` form (a run's config.json), checked like any other."""
     try:
@@ -469,6 +507,8 @@ def _hydra_job(cfg: DictConfig) -> float:
     try:
         run_cfg = to_run_config(cfg)
         run_dir = Path(run_cfg.log.dir or HydraConfig.get().runtime.output_dir)
+        if (run_dir / "config.json").is_file():
+            run_cfg = continued_job(run_cfg, run_dir)
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(EXIT_BAD_INPUT)

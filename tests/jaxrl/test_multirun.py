@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +17,15 @@ from omegaconf import OmegaConf
 
 from jaxrl.multirun import unfinished_jobs
 from jaxrl.sweep import read_sweep, skipped_jobs, summarize
-from tests.cli_helpers import TINY_ES, cli, error_lines, pythonpath
+from tests.cli_helpers import (
+    TINY_ES,
+    cli,
+    error_lines,
+    pythonpath,
+    read_evals,
+    start,
+    wait_for_evals,
+)
 from tests.jaxrl.test_sweep import write_evals
 
 
@@ -234,3 +243,70 @@ def test_a_job_that_dies_without_a_result_is_one_line(tmp_path: Path) -> None:
     assert line.startswith("error: Job ") and "has not produced any output" in line
     assert line.endswith("its error stream ended: killed by the test"), line
     assert "Traceback" not in result.stderr
+
+
+def submitit_task(proc: subprocess.Popen) -> int:
+    """The process of the sweep's submitit job that runs it (under submitit's local controller)."""
+    pending = [proc.pid]
+    while pending:
+        pid = pending.pop()
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        if "submitit.core._submit" in cmdline:
+            return pid
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            pending += [int(c) for c in (task / "children").read_text().split()]
+    raise AssertionError("no submitit job process")
+
+
+def test_a_preempted_job_is_requeued_and_continues_its_run(tmp_path: Path) -> None:
+    """SLURM's preemption signal (USR2, what submitit_slurm asks SLURM to send) as submitit's
+    local executor forwards it: submitit requeues the job, and the requeued job finds its run
+    directory holding the same run and continues it from its last checkpoint to the budget,
+    every iteration logged once; the sweep completes."""
+    proc = start(
+        "-m",
+        "hydra/launcher=submitit_local",
+        f"hydra.sweep.dir={tmp_path}",
+        *TINY_ES,
+        "budget.env_steps=1e5",
+        "eval.every=1",
+        "checkpoint.every=1",
+        "checkpoint.min_seconds=0",
+        "log.tensorboard=false",
+        "log.progress=false",
+    )
+    run_dir = tmp_path / "0"
+    wait_for_evals(run_dir, 3, proc)
+    os.kill(submitit_task(proc), signal.SIGUSR2)
+    _, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 0, stderr
+    [log] = (tmp_path / ".submitit").glob("*/*_0_log.err")
+    assert "this job is preempted" in log.read_text()
+    resumed = [line for line in log.read_text().splitlines() if line.startswith("resumed from")]
+    assert len(resumed) == 1, log.read_text()[-2000:]
+    iterations = [int(row["iteration"]) for row in read_evals(run_dir)]
+    assert iterations == list(range(1, len(iterations) + 1))
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "completed" and summary["env_steps"] >= 100_000
+
+
+def test_a_sweep_launched_again_continues_its_jobs_and_refuses_others(tmp_path: Path) -> None:
+    """The same sweep into the same directory with a larger budget: each job continues its run
+    (`resume=` semantics, the new budget); a job whose directory holds a different run is bad
+    input: one line, exit 2, that run untouched."""
+    args = (*TINY_ES, "log.tensorboard=false", "log.progress=false", f"hydra.sweep.dir={tmp_path}")
+    first = cli("-m", "agent.sigma=0.02,0.05", "budget.env_steps=2e3", *args)
+    assert first.returncode == 0, first.stderr
+    steps = json.loads((tmp_path / "1" / "summary.json").read_text())["env_steps"]
+    done = json.loads((tmp_path / "0" / "summary.json").read_text())["iterations"]
+    again = cli("-m", "agent.sigma=0.02,0.1", "budget.env_steps=4e3", *args)
+    assert again.returncode == 2, again.stderr
+    errors = [line for line in error_lines(again.stderr) if line.startswith("error:")]
+    assert errors == [
+        f"error: log.dir={tmp_path / '1'} already holds another run (it differs in "
+        f"agent.sigma); launch the sweep into another hydra.sweep.dir"
+    ]
+    assert f"resumed from iteration {done} in {tmp_path / '0'}" in again.stderr
+    continued = json.loads((tmp_path / "0" / "summary.json").read_text())
+    assert continued["status"] == "completed" and continued["env_steps"] >= 4000
+    assert json.loads((tmp_path / "1" / "summary.json").read_text())["env_steps"] == steps
