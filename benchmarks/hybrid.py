@@ -5,10 +5,10 @@ row trained in one program through the CLI, one fresh process per row.
 Reference figures are Li et al. (ICLR 2022, "HyAR"), Table 2: success rate, mean of 5 runs, at
 their budgets (the reference scripts' `max_timesteps`: Platform 200k, Goal 300k, Hard Move 1M env
 steps; github.com/TJU-DRL-LAB/self-supervised-rl, commit ece9562, RL_with_Action_Representation/
-HyAR/HyAR_RL/main_embedding_*_td3.py). HyAR-TD3 itself there: Platform 0.98, Goal 0.78, Hard
-Move n=4 0.93, n=8 0.89; it has no row here until `agent=hyar` lands. Their baselines run on TD3
-("PDQN-TD3", "PATD3"); the rows here name what ran. A row's budget here is what this 2-core CPU
-affords; the table says both.
+HyAR/HyAR_RL/main_embedding_*_td3.py; Catch Point 1M). HyAR-TD3 itself there: Platform 0.98, Goal
+0.78, Catch Point 0.90, Hard Move n=4 0.93, n=8 0.89; it has no row here until `agent=hyar`
+lands. Their baselines run on TD3 ("PDQN-TD3", "PATD3"); the rows here name what ran. A row's
+budget here is what this 2-core CPU affords; the table says both.
 
 Rows run one at a time and their curves are kept in benchmarks/results/hybrid.json, so the table
 (benchmarks/results/hybrid.md) and the curves (hybrid.png, one panel per env) can be filled in
@@ -70,6 +70,8 @@ HARD_MOVE = {
     )
     for n in (4, 8)
 }
+# HyAR_RL/main_embedding_direction_catch_td3.py's max_timesteps: 1M.
+CATCH_POINT = Env("Catch Point", ("env=CatchPoint-v0",), 100_000, 10**6)
 PDQN = ("agent=pdqn", "agent.multi_pass=false")
 MPDQN = ("agent=pdqn", "agent.multi_pass=true")
 PADDPG = ("agent=paddpg",)
@@ -84,6 +86,9 @@ ROWS = [
     Row("P-DQN", PDQN, HARD_MOVE[4], "—"),
     Row("P-DQN", PDQN, HARD_MOVE[8], "0.05 (PDQN-TD3)"),
     Row("PA-DDPG", PADDPG, HARD_MOVE[8], "—"),
+    Row("P-DQN", PDQN, CATCH_POINT, "—"),
+    Row("MP-DQN", MPDQN, CATCH_POINT, "—"),
+    Row("PA-DDPG", PADDPG, CATCH_POINT, "—"),
 ]
 
 

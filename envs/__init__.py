@@ -1,7 +1,7 @@
 """Environments of every family behind one constructor: `envs.make(cfg) -> Env`.
 
 The family is read off the name: bare ids are JAX-native (gymnax's, our `FourRooms-v0` and our
-hybrid-action envs `Platform-v0`, `Goal-v0`, `HardMove-v0`),
+hybrid-action envs `Platform-v0`, `Goal-v0`, `HardMove-v0`, `CatchPoint-v0`),
 `brax/<name>` Brax, `gym/<any Gymnasium id>`, `bullet/<id>`, `pixel/<id>` and `ALE/<Game>-v5`
 run on the host through `envs.host`. Families are imported when used, so `import envs` stays
 light: async host pools start worker processes that import it without JAX.
@@ -64,7 +64,7 @@ FOURROOMS_MAX_EPISODE_STEPS = {"FourRooms-v0": 1000}
 # Our JAX-native envs with hybrid (parameterised) actions (envs/hybrid.py), with the episode caps
 # HyAR (Li et al. 2022) ran them with; each env's module says where its cap comes from.
 HARDMOVE = "HardMove-v0"
-HYBRID_MAX_EPISODE_STEPS = {"Platform-v0": 200, "Goal-v0": 99, HARDMOVE: 30}
+HYBRID_MAX_EPISODE_STEPS = {"Platform-v0": 200, "Goal-v0": 99, HARDMOVE: 30, "CatchPoint-v0": 25}
 
 
 def _jax_native() -> tuple[str, ...]:

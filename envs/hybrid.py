@@ -1,5 +1,6 @@
 """Our hybrid-action (parameterised-action) JAX-native envs behind `envs.make`: `Platform-v0`
-(envs/platform.py), `Goal-v0` (envs/goal.py) and `HardMove-v0` (envs/hardmove.py).
+(envs/platform.py), `Goal-v0` (envs/goal.py), `HardMove-v0` (envs/hardmove.py) and
+`CatchPoint-v0` (envs/catchpoint.py).
 
 Each is an `EnvCore` batched by `VectorEnv`, with a `Hybrid` action space: the action is
 `(choice int32[B], parameters float32[B, P])`, every choice's parameters side by side. Each defines
@@ -17,7 +18,7 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 
-from envs import HARDMOVE, HYBRID_MAX_EPISODE_STEPS, goal, hardmove, platform
+from envs import HARDMOVE, HYBRID_MAX_EPISODE_STEPS, catchpoint, goal, hardmove, platform
 from jaxrl.config import EnvConfig, require
 from jaxrl.datatypes import Array, Box, Discrete, EnvSpec, Hybrid
 from jaxrl.env import EnvCore, VectorEnv
@@ -86,6 +87,15 @@ def hybrid_game(cfg: EnvConfig) -> HybridGame:
             goal.PARAMETER_HIGH,
             goal.PARAMETER_SLICES,
             goal.success,
+        )
+    if cfg.id == catchpoint.NAME:
+        return HybridGame(
+            catchpoint.CORE,
+            catchpoint.NUM_CHOICES,
+            catchpoint.PARAMETER_LOW,
+            catchpoint.PARAMETER_HIGH,
+            catchpoint.PARAMETER_SLICES,
+            catchpoint.success,
         )
     assert isinstance(cfg, HardMoveConfig), cfg
     game = hardmove.HardMove(cfg.num_actuators)

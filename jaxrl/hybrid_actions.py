@@ -24,9 +24,9 @@ def hybrid_actions(spec: EnvSpec, agent: str) -> Hybrid:
     if not isinstance(space, Hybrid):
         raise ConfigError(
             f"agent '{agent}' needs hybrid (parameterised) actions: a discrete choice with "
-            f"continuous parameters (Platform-v0, Goal-v0, HardMove-v0); env '{spec.name}' has "
-            f"{describe_actions(space)} (for discrete actions use dqn, for continuous ones td3, "
-            f"ddpg or sac)"
+            f"continuous parameters (Platform-v0, Goal-v0, HardMove-v0, CatchPoint-v0); env "
+            f"'{spec.name}' has {describe_actions(space)} (for discrete actions use dqn, for "
+            f"continuous ones td3, ddpg or sac)"
         )
     low, high = space.parameters.low, space.parameters.high
     if not space.parameters.bounded or np.any(high <= low):

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import envs
-from envs import goal, hardmove, platform
+from envs import catchpoint, goal, hardmove, platform
 from envs.hybrid import HardMoveConfig
 from jaxrl.cli import compose
 from jaxrl.config import ConfigError, EnvConfig
@@ -25,9 +25,19 @@ from jaxrl.loop import ChunkOutput, Progress, Run, _progress_line, _record, _sum
 from jaxrl.outputs import RunLogger
 from jaxrl.rollout import run_episodes
 
-MODULES = {"Platform-v0": platform, "Goal-v0": goal, "HardMove-v0": hardmove}
+MODULES = {
+    "Platform-v0": platform,
+    "Goal-v0": goal,
+    "HardMove-v0": hardmove,
+    "CatchPoint-v0": catchpoint,
+}
 # name: (choices, parameters, observation size, episode cap)
-LAYOUTS = {"Platform-v0": (3, 3, 9, 200), "Goal-v0": (3, 4, 17, 99), "HardMove-v0": (16, 16, 4, 30)}
+LAYOUTS = {
+    "Platform-v0": (3, 3, 9, 200),
+    "Goal-v0": (3, 4, 17, 99),
+    "HardMove-v0": (16, 16, 4, 30),
+    "CatchPoint-v0": (2, 1, 4, 25),
+}
 
 
 @pytest.mark.parametrize("name", list(MODULES))

@@ -188,15 +188,15 @@ BAD_INPUT: list[tuple[str, tuple[str, ...], str]] = [
         "hybrid-agent-on-discrete-env",
         ("agent=pdqn", "env=CartPole-v1"),
         "error: agent 'pdqn' needs hybrid (parameterised) actions: a discrete choice with "
-        "continuous parameters (Platform-v0, Goal-v0, HardMove-v0); env 'CartPole-v1' has 2 "
-        "discrete actions",
+        "continuous parameters (Platform-v0, Goal-v0, HardMove-v0, CatchPoint-v0); env "
+        "'CartPole-v1' has 2 discrete actions",
     ),
     (
         "hybrid-agent-on-box-env",
         ("agent=paddpg", "env=Pendulum-v1"),
         "error: agent 'paddpg' needs hybrid (parameterised) actions: a discrete choice with "
-        "continuous parameters (Platform-v0, Goal-v0, HardMove-v0); env 'Pendulum-v1' has Box "
-        "actions of shape (1,)",
+        "continuous parameters (Platform-v0, Goal-v0, HardMove-v0, CatchPoint-v0); env "
+        "'Pendulum-v1' has Box actions of shape (1,)",
     ),
     (
         "hard-move-without-actuators",
