@@ -68,34 +68,21 @@ class HybridGame(NamedTuple):
     success: Callable[[Any], Array]
 
 
+# The envs whose module fixes their action layout (Hard Move's depends on its actuators).
+FIXED_LAYOUT = {module.NAME: module for module in (platform, goal, catchpoint)}
+
+
 def hybrid_game(cfg: EnvConfig) -> HybridGame:
     """The env `cfg.id` names (Hard Move with `cfg`'s actuators)."""
-    if cfg.id == platform.NAME:
+    if cfg.id in FIXED_LAYOUT:
+        module = FIXED_LAYOUT[cfg.id]
         return HybridGame(
-            platform.CORE,
-            len(platform.ACTIONS),
-            platform.PARAMETER_LOW,
-            platform.PARAMETER_HIGH,
-            platform.PARAMETER_SLICES,
-            platform.success,
-        )
-    if cfg.id == goal.NAME:
-        return HybridGame(
-            goal.CORE,
-            goal.NUM_CHOICES,
-            goal.PARAMETER_LOW,
-            goal.PARAMETER_HIGH,
-            goal.PARAMETER_SLICES,
-            goal.success,
-        )
-    if cfg.id == catchpoint.NAME:
-        return HybridGame(
-            catchpoint.CORE,
-            catchpoint.NUM_CHOICES,
-            catchpoint.PARAMETER_LOW,
-            catchpoint.PARAMETER_HIGH,
-            catchpoint.PARAMETER_SLICES,
-            catchpoint.success,
+            module.CORE,
+            len(module.PARAMETER_SLICES),  # one slice per choice (`Hybrid` checks it)
+            module.PARAMETER_LOW,
+            module.PARAMETER_HIGH,
+            module.PARAMETER_SLICES,
+            module.success,
         )
     assert isinstance(cfg, HardMoveConfig), cfg
     game = hardmove.HardMove(cfg.num_actuators)
