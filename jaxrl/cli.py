@@ -379,8 +379,8 @@ def continued_job(cfg: RunConfig, run_dir: Path) -> RunConfig:
     limit, or the same sweep launched again into its `hydra.sweep.dir` — with this job's values
     of the `RESUMABLE` keys (a larger budget goes on training). A different run there is refused
     in one line, as a single run's used `log.dir` is."""
-    saved = resumed_config(run_dir)
-    mine, theirs = _flat(to_dict(cfg)), _flat(to_dict(saved))
+    data = to_dict(resumed_config(run_dir))
+    mine, theirs = _flat(to_dict(cfg)), _flat(data)
     ignored = {*RESUMABLE, "resume", "log.dir"}
     differing = [
         k
@@ -393,7 +393,6 @@ def continued_job(cfg: RunConfig, run_dir: Path) -> RunConfig:
             f"{', '.join(differing[:4])}); launch the sweep into another hydra.sweep.dir"
         )
     changes = {key: mine[key] for key in RESUMABLE if mine.get(key) != theirs.get(key)}
-    data = to_dict(saved)
     for key, value in changes.items():
         section, _, leaf = key.rpartition(".")
         (data[section] if section else data)[leaf] = value
