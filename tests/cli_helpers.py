@@ -4,6 +4,7 @@ repository and tests/fixtures (custom Gymnasium envs) importable."""
 from __future__ import annotations
 
 import csv
+import json
 import os
 import subprocess
 import sys
@@ -73,3 +74,21 @@ def read_evals(run_dir: Path) -> list[dict[str, str]]:
 
 def error_lines(stderr: str) -> list[str]:
     return [line for line in stderr.splitlines() if line.strip()]
+
+
+def script_result(script: str, devices: int, timeout: float = 240) -> dict:
+    """The JSON that `script` prints after `RESULT ` when run by a Python of its own with
+    `devices` forced CPU devices (XLA reads the count at start-up: one process per count)."""
+    forced = f"--xla_force_host_platform_device_count={devices}"
+    # JAX_PLATFORMS=cpu: the forced host devices are CPU devices, also on a machine with a GPU.
+    env = {
+        **os.environ,
+        "XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} {forced}",
+        "JAX_PLATFORMS": "cpu",
+    }
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=timeout, env=env
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    line = next(x for x in result.stdout.splitlines() if x.startswith("RESULT "))
+    return json.loads(line.removeprefix("RESULT "))

@@ -6,10 +6,7 @@ XLA_FLAGS is read at JAX start-up, so the check runs in a process of its own, un
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
+from cli_helpers import script_result
 
 SCRIPT = """
 import json, jax, jax.numpy as jnp, numpy as np
@@ -54,17 +51,7 @@ def test_split_rows_are_their_members_episodes() -> None:
     block keeps the one-batch row order the fitness reads), each row's return is the sum of its
     staged rewards and its length the count of its valid steps; two vmapped seeds add exactly
     their episodes' steps to their buffers (Pendulum: 200 steps each)."""
-    env = {
-        **os.environ,
-        "XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=4",
-        "JAX_PLATFORMS": "cpu",
-    }
-    result = subprocess.run(
-        [sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=300, env=env
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    line = next(x for x in result.stdout.splitlines() if x.startswith("RESULT "))
-    out = json.loads(line.removeprefix("RESULT "))
+    out = script_result(SCRIPT, 4, timeout=300)
     assert (out["devices"], out["axis"], out["rows"]) == (4, 4, 9)
     assert out["lengths_agree"] and out["returns_agree"]
     assert out["mismatch"] < 1e-6

@@ -6,13 +6,9 @@ by a timeout because multi-device CPU runs have hung (docs/architecture.md, Trai
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-
 import numpy as np
 import pytest
+from cli_helpers import script_result
 
 SCRIPT = """
 import json, jax, jax.numpy as jnp
@@ -40,25 +36,9 @@ print("RESULT " + json.dumps(out))
 """
 
 
-def run_with_devices(n: int) -> dict:
-    devices = f"--xla_force_host_platform_device_count={n}"
-    # JAX_PLATFORMS=cpu: the forced host devices are CPU devices, also on a machine with a GPU.
-    env = {
-        **os.environ,
-        "XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} {devices}",
-        "JAX_PLATFORMS": "cpu",
-    }
-    result = subprocess.run(
-        [sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=240, env=env
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
-    line = next(x for x in result.stdout.splitlines() if x.startswith("RESULT "))
-    return json.loads(line.removeprefix("RESULT "))
-
-
 @pytest.fixture(scope="module")
 def one_and_four() -> tuple[dict, dict]:
-    return run_with_devices(1), run_with_devices(4)
+    return script_result(SCRIPT, 1), script_result(SCRIPT, 4)
 
 
 def test_four_devices_give_the_same_update_as_one(one_and_four) -> None:
