@@ -6,8 +6,8 @@ Reference figures are Li et al. (ICLR 2022, "HyAR"), Table 2: success rate, mean
 their budgets (the reference scripts' `max_timesteps`: Platform 200k, Goal 300k, Hard Move 1M env
 steps; github.com/TJU-DRL-LAB/self-supervised-rl, commit ece9562, RL_with_Action_Representation/
 HyAR/HyAR_RL/main_embedding_*_td3.py; Catch Point 1M). HyAR-TD3 itself there: Platform 0.98, Goal
-0.78, Catch Point 0.90, Hard Move n=4 0.93, n=8 0.89; it has no row here until `agent=hyar`
-lands. Their baselines run on TD3 ("PDQN-TD3", "PATD3"); the rows here name what ran. A row's
+0.78, Catch Point 0.90, Hard Move n=4 0.93, n=8 0.89 (the HyAR rows here, `agent=hyar` at its
+defaults). Their baselines run on TD3 ("PDQN-TD3", "PATD3"); the rows here name what ran. A row's
 budget here is what this 2-core CPU affords; the table says both.
 
 Rows run one at a time and their curves are kept in benchmarks/results/hybrid.json, so the table
@@ -17,6 +17,7 @@ over several sessions:
     python benchmarks/hybrid.py --list
     python benchmarks/hybrid.py --rows "P-DQN, Platform" "MP-DQN, Platform" [--seeds 5]
     python benchmarks/hybrid.py --report      # the table and the plot from what is stored
+    python benchmarks/hybrid.py --adopt "HyAR, Platform" <run dir> "<its command>"
 """
 
 from __future__ import annotations
@@ -75,6 +76,7 @@ CATCH_POINT = Env("Catch Point", ("env=CatchPoint-v0",), 100_000, 10**6)
 PDQN = ("agent=pdqn", "agent.multi_pass=false")
 MPDQN = ("agent=pdqn", "agent.multi_pass=true")
 PADDPG = ("agent=paddpg",)
+HYAR = ("agent=hyar",)
 # HyAR's Table 2 as the issue quotes it: the best baseline (PDQN-TD3) on Goal and Hard Move n = 8.
 ROWS = [
     Row("P-DQN", PDQN, PLATFORM, "—"),
@@ -89,6 +91,11 @@ ROWS = [
     Row("P-DQN", PDQN, CATCH_POINT, "—"),
     Row("MP-DQN", MPDQN, CATCH_POINT, "—"),
     Row("PA-DDPG", PADDPG, CATCH_POINT, "—"),
+    Row("HyAR", HYAR, PLATFORM, "0.98"),
+    Row("HyAR", HYAR, GOAL, "0.78"),
+    Row("HyAR", HYAR, HARD_MOVE[4], "0.93"),
+    Row("HyAR", HYAR, HARD_MOVE[8], "0.89"),
+    Row("HyAR", HYAR, CATCH_POINT, "0.90"),
 ]
 
 
@@ -114,12 +121,17 @@ def run(row: Row, args: argparse.Namespace, run_dir: Path) -> dict:
         cwd=REPO,
         env=repo_env(),
     )
+    return read_run(run_dir, "python -m jaxrl.run " + " ".join(overrides), wall)
+
+
+def read_run(run_dir: Path, command: str, wall: float | None) -> dict:
+    """A finished run directory's figures and curves, under the command that trained it."""
     summary = json.loads((run_dir / "summary.json").read_text())
     with open(run_dir / "evals.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     seeds = sorted({int(r["seed"]) for r in rows})
     return {
-        "command": "python -m jaxrl.run " + " ".join(overrides),
+        "command": command,
         "machine": machine(),
         "wall_s": wall,
         "compile_s": summary["compile_seconds"],
@@ -250,6 +262,13 @@ def main() -> None:
     parser.add_argument("--evaluations", type=int, default=20, help="evaluations per run")
     parser.add_argument("--eval-episodes", type=int, default=50)
     parser.add_argument("--budget-scale", type=float, default=1.0, help="× each row's budget")
+    parser.add_argument(
+        "--adopt",
+        nargs=3,
+        metavar=("ROW", "RUN_DIR", "COMMAND"),
+        help="store a run trained outside this script (on this machine) as ROW's result, with "
+        "the command that trained it, instead of running anything",
+    )
     args = parser.parse_args()
     if args.list:
         print("\n".join(f"{label(row)}: {' '.join(row.overrides)}" for row in ROWS))
@@ -259,6 +278,16 @@ def main() -> None:
     unknown = set(args.rows) - {label(row) for row in ROWS}
     if unknown:
         parser.error(f"unknown rows {sorted(unknown)}; see --list")
+    if args.adopt:
+        row_label, run_dir, command = args.adopt
+        if row_label not in {label(row) for row in ROWS}:
+            parser.error(f"unknown row {row_label!r}; see --list")
+        result = read_run(Path(run_dir), command, None)
+        result["load"] = "trained outside this script; its load was not recorded"
+        store[row_label] = result
+        STORE.write_text(json.dumps(store, indent=1))
+        report(store)
+        return
     load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
         for i, row in enumerate(chosen):

@@ -51,6 +51,17 @@ def pendulum_sac_expert(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
 
 @pytest.fixture(scope="session")
+def hyar_platform_run(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """HyAR's learning run on Platform (learning.HYAR_PLATFORM), which test_hyar checks and
+    notebooks/06_hybrid_actions.ipynb is handed: one training serves both; the `RunResult`."""
+    from learning import HYAR_PLATFORM
+
+    import jaxrl
+
+    return jaxrl.train(*HYAR_PLATFORM, run_dir=tmp_path_factory.mktemp("hyar_platform"))
+
+
+@pytest.fixture(scope="session")
 def ray_cluster() -> Iterator[str]:
     """A Ray cluster of this machine alone for the `env.pool=ray` tests: its head's
     HOST:PORT. This process joins it as a driver; CLI runs join it by `env.ray.address`. Its

@@ -32,6 +32,23 @@ PENDULUM_SAC_EXPERT = (
     "log.tensorboard=false",
 )
 
+# HyAR on Platform at a CPU's budget (conftest.hyar_platform_run: test_hyar's learning run, handed
+# to notebooks/06_hybrid_actions.ipynb, which trains the same when run on its own): 64-unit
+# networks and a 2,000-step warm-up instead of the reference's 256 units and ~11,000 steps.
+HYAR_PLATFORM = (
+    "agent=hyar",
+    "env=Platform-v0",
+    "num_seeds=3",
+    "budget.env_steps=30000",
+    "agent.hidden_sizes=[64,64]",
+    "agent.vae_hidden_size=64",
+    "agent.learning_starts=2000",
+    "eval.every=3",
+    "eval.episodes=20",
+    "log.progress=false",
+    "log.tensorboard=false",
+)
+
 
 def seed_values(summary: dict, key: str = "final_eval_return") -> np.ndarray:
     """`key` of every seed's row of a run's summary."""

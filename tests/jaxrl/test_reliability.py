@@ -199,6 +199,18 @@ BAD_INPUT: list[tuple[str, tuple[str, ...], str]] = [
         "'Pendulum-v1' has Box actions of shape (1,)",
     ),
     (
+        "hyar-on-box-env",
+        ("agent=hyar", "env=Pendulum-v1"),
+        "error: agent 'hyar' needs hybrid (parameterised) actions: a discrete choice with "
+        "continuous parameters (Platform-v0, Goal-v0, HardMove-v0, CatchPoint-v0); env "
+        "'Pendulum-v1' has Box actions of shape (1,)",
+    ),
+    (
+        "hyar-without-a-parameter-latent",
+        ("agent=hyar", "env=Platform-v0", "agent.parameter_latent_size=0"),
+        "error: agent.parameter_latent_size=0 must be >= 1",
+    ),
+    (
         "hard-move-without-actuators",
         ("env=HardMove-v0", "env.kwargs.num_actuators=0"),
         "error: env.kwargs.num_actuators=0 must be a whole number of actuators in [1, 16]",
