@@ -11,7 +11,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from learning import assert_mean_at_least, seed_values
+from hybrid_helpers import PLATFORM_HIGH, PLATFORM_LOW, check_platform_grid
+from learning import assert_mean_at_least
 
 import envs
 import jaxrl
@@ -44,8 +45,6 @@ from jaxrl.offpolicy import exploring_policy, init, off_policy_setup
 from jaxrl.prng import make_key
 
 QUIET = ("log.progress=false", "log.tensorboard=false")
-PLATFORM_LOW = np.array([0.0, 0.0, 0.0], np.float32)
-PLATFORM_HIGH = np.array([30.0, 720.0, 430.0], np.float32)
 # Choice embeddings e_k = tanh(E_k) of the tiny VAE: nearest to z_k decides the choice.
 TABLE = np.array([[0.5, 0.0], [-0.5, 0.0], [0.0, 0.8]], np.float32)
 # Two-dimensional z_k and z_x, one-unit VAE layers: numbers small enough to follow by hand.
@@ -432,24 +431,7 @@ def test_a_grid_trains_every_point_and_seed_and_loads_as_env_actions(tmp_path):
         grid={"agent": {"vae_lr": [1e-2, 1e-4]}},
         run_dir=tmp_path,
     )
-    assert result.status == "completed"
-    runs = result.summary["runs"]
-    assert [(r["grid_point"], r["vae_lr"], r["seed"]) for r in runs] == [
-        (0, 1e-2, 0),
-        (0, 1e-2, 1),
-        (1, 1e-4, 0),
-        (1, 1e-4, 1),
-    ]
-    assert all(r["env_steps"] == 600 for r in runs)
-    assert np.isfinite(seed_values(result.summary, "final_eval_success_rate")).all()
-    policies = [jaxrl.load(tmp_path, seed=s, grid_point=p) for p in (0, 1) for s in (0, 1)]
-    flat = [np.asarray(policy.params) for policy in policies]
-    for i in range(4):
-        for j in range(i):
-            assert np.abs(flat[i] - flat[j]).max() > 1e-4, (i, j)
-    choice, parameters = policies[0](np.zeros((5, 9), np.float32))
-    assert choice.shape == (5,) and choice.dtype == jnp.int32 and parameters.shape == (5, 3)
-    assert (parameters >= PLATFORM_LOW).all() and (parameters <= PLATFORM_HIGH).all()
+    check_platform_grid(result, tmp_path, "vae_lr", [1e-2, 1e-4], 600)
 
 
 @pytest.mark.slow

@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
+from hybrid_helpers import PLATFORM_HIGH
 from learning import assert_mean_at_least
 
 import envs
@@ -31,7 +32,6 @@ from jaxrl.offpolicy import exploring_policy, init, off_policy_setup
 from jaxrl.prng import make_key
 
 QUIET = ("log.progress=false", "log.tensorboard=false")
-PLATFORM_HIGH = np.array([30.0, 720.0, 430.0], np.float32)
 
 
 @pytest.fixture(scope="module")
