@@ -731,6 +731,6 @@ def make_hyar(cfg: HyARConfig, env: Env) -> Agent:
     followed by its VAE training."""
     setup = make_setup(cfg, env.spec)
     learner = make_learner(setup, env.spec)
-    agent = offpolicy.make_off_policy(cfg, env, learner)
     driver = offpolicy.off_policy_setup(cfg, env, learner)
+    agent = offpolicy.off_policy_agent(driver)
     return agent._replace(train_step=functools.partial(train_step, setup, driver))

@@ -373,9 +373,15 @@ def off_policy_setup(
 def make_off_policy(
     cfg: OffPolicyConfig, env: Env, learner: Learner, layout: BufferLayout = FULL_LAYOUT
 ) -> Agent:
-    """An `Agent` that fills a replay buffer from `env`'s batch and trains `learner` from it:
-    the functions above bound to their setup; `layout` says how transitions are stored."""
-    setup = off_policy_setup(cfg, env, learner, layout)
+    """An `Agent` that fills a replay buffer from `env`'s batch and trains `learner` from it;
+    `layout` says how transitions are stored."""
+    return off_policy_agent(off_policy_setup(cfg, env, learner, layout))
+
+
+def off_policy_agent(setup: OffPolicySetup) -> Agent:
+    """The functions above bound to `setup`: for agents that also call the driver's functions
+    themselves (HyAR wraps `train_step`)."""
+    cfg, learner = setup.cfg, setup.learner
     return Agent(
         init=functools.partial(init, setup),
         act=functools.partial(act, setup),
