@@ -92,6 +92,7 @@ from jaxrl.env import Env
 from jaxrl.hybrid_actions import hybrid_actions, parameter_owners, parameter_scale
 from jaxrl.networks import Dense
 from jaxrl.offpolicy import Learner, OffPolicySetup, OffPolicyState
+from jaxrl.parallel import every_run
 from jaxrl.replay import ReplayState
 
 MIN_RANGE_HALF_WIDTH = 1e-6  # a collapsed latent dimension still maps back into [−1, 1]
@@ -423,9 +424,13 @@ def train_vae(
     env steps) run the pre-training's loop once, not in every iteration. A run resumed without
     its buffer (`checkpoint.replay_buffer=false`) trains the VAE again once it is refilled."""
     cfg = setup.cfg
+    # The runs of one program share these schedules: agreed, the loop and the range are skipped
+    # under vmap when no run needs them (`parallel.every_run`).
     filled = buffer.size >= min(cfg.learning_starts, cfg.buffer_size)
-    pretraining = ~state.pretrained & (env_steps >= cfg.learning_starts) & filled
-    periodic = state.pretrained & (env_steps >= cfg.learning_starts + cfg.vae_train_after) & filled
+    pretraining = every_run(~state.pretrained & (env_steps >= cfg.learning_starts) & filled)
+    periodic = every_run(
+        state.pretrained & (env_steps >= cfg.learning_starts + cfg.vae_train_after) & filled
+    )
     periodic_steps = cfg.iteration_steps // cfg.vae_every
     steps = jnp.where(pretraining, cfg.vae_pretrain_steps, jnp.where(periodic, periodic_steps, 0))
     steps_key, range_key = jax.random.split(key)

@@ -42,6 +42,7 @@ from jaxrl.continuous import (
 from jaxrl.datatypes import Array, EnvSpec, Key, Metrics, PyTree, Transition
 from jaxrl.networks import Dense
 from jaxrl.offpolicy import Learner, OffPolicyConfig, soft_update
+from jaxrl.parallel import cond_over_runs
 
 # DDPG is this learner with TD3's three changes off (agents/ddpg.py, ERL's default learner).
 DDPG_KEYS: dict[str, Any] = {"twin_critics": False, "policy_delay": 1, "target_noise": 0.0}
@@ -290,7 +291,7 @@ def update(
             state.target_critic_params,
         )
 
-    actor_params, actor_opt_state, target_actor, target_critic = jax.lax.cond(
+    actor_params, actor_opt_state, target_actor, target_critic = cond_over_runs(
         count % cfg.policy_delay == 0,
         functools.partial(actor_step, cfg, nets, state),
         hold,

@@ -126,8 +126,9 @@ class Trainer:
             # The carry as arrays that every process holds: the chunk is one program over all
             # of them, and they write its checkpoints together.
             self.init = jax.jit(init, out_shardings=parallel.replicated())
-        # One run goes unbatched: under vmap every `lax.cond` (learning starts, delayed actor
-        # updates) becomes a select that computes both branches. The carry is donated: the
+        # One run goes unbatched: under vmap a `lax.cond` on a batched predicate becomes a
+        # select that computes both branches (agents keep schedules that all runs share as
+        # branches with `parallel.every_run`, over the runs' named axis). The carry is donated: the
         # chunk updates replay buffers in place instead of holding the old and the new one (a
         # NaN stop falls back on the last checkpoint, not on the previous carry).
         if len(self.runs) == 1:
@@ -138,7 +139,10 @@ class Trainer:
                 donate_argnums=0,
             )
         else:
-            self.chunk = jax.jit(jax.vmap(self._chunk, in_axes=(0, 0, None)), donate_argnums=0)
+            self.chunk = jax.jit(
+                jax.vmap(self._chunk, in_axes=(0, 0, None), axis_name=parallel.RUN_AXIS),
+                donate_argnums=0,
+            )
 
     def _refuse_a_program_of_one_process(self) -> None:
         """ConfigError, before anything is compiled, for an agent that never splits its work

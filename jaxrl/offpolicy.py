@@ -28,6 +28,7 @@ from jaxrl.config import require
 from jaxrl.datatypes import Action, Agent, Array, Key, Metrics, PyTree, Transition
 from jaxrl.env import Env, random_actions
 from jaxrl.networks import check_mlp
+from jaxrl.parallel import every_run
 from jaxrl.replay import ReplayState
 
 
@@ -301,11 +302,12 @@ def one_round(
     update = functools.partial(learn, setup)
     metric_shapes = jax.eval_shape(update, *args)[1]
     skip = lambda ls, *_: (ls, jax.tree.map(lambda m: jnp.zeros(m.shape, m.dtype), metric_shapes))
-    # Under vmap over seeds `cond` becomes a select (both run); a single seed skips. The buffer
-    # size counts too: a run resumed from a checkpoint without its buffer
-    # (checkpoint.replay_buffer=false) refills it before learning again.
-    ready = (state.env_steps >= setup.learn_after) & (
-        state.buffer.size >= min(setup.learn_after, cfg.buffer_size)
+    # The runs of one program share their env steps and buffer sizes, so they agree and the
+    # warm-up skips its updates under vmap too. The buffer size counts: a run resumed from a
+    # checkpoint without its buffer (checkpoint.replay_buffer=false) refills it before learning.
+    ready = every_run(
+        (state.env_steps >= setup.learn_after)
+        & (state.buffer.size >= min(setup.learn_after, cfg.buffer_size))
     )
     learner_state, metrics = jax.lax.cond(ready, update, skip, *args)
     carry = (state._replace(learner=learner_state), env_state)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 from jax.extend.core import ClosedJaxpr, Jaxpr, subjaxprs
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
@@ -20,6 +21,39 @@ from jax.sharding import PartitionSpec as P
 from jaxrl.config import ConfigError
 
 log = logging.getLogger(__name__)
+
+# The axis over which the trainer vmaps a program's runs (seeds and grid points).
+RUN_AXIS = "runs"
+
+
+def every_run(condition: jax.Array) -> jax.Array:
+    """`condition` where it holds in every run of the vmapped program, as one unbatched bool.
+
+    Under vmap a `lax.cond` on a batched predicate becomes a select that computes both branches
+    (e.g. the updates of a random warm-up). A schedule that counts env steps of fixed-size
+    iterations agrees across runs by construction, so the reduced predicate keeps the branch.
+    Outside the trainer's vmap (one run, an evaluation) the axis is unbound and `condition` is
+    returned as it is."""
+    try:
+        return jax.lax.pmin(condition.astype(jnp.int32), RUN_AXIS).astype(bool)
+    except NameError:
+        return condition
+
+
+def cond_over_runs(
+    condition: jax.Array, true_fn: Callable, false_fn: Callable, *operands: Any
+) -> Any:
+    """`lax.cond` for a predicate the runs usually agree on but need not (an update count that
+    ERL's per-seed episode lengths make differ): one branch where they agree, both and a select
+    where they do not, as a plain vmap would."""
+    try:
+        low = jax.lax.pmin(condition.astype(jnp.int32), RUN_AXIS)
+        high = jax.lax.pmax(condition.astype(jnp.int32), RUN_AXIS)
+    except NameError:
+        return jax.lax.cond(condition, true_fn, false_fn, *operands)
+    agreed = lambda *ops: jax.lax.cond(low.astype(bool), true_fn, false_fn, *ops)
+    mixed = lambda *ops: jax.lax.cond(condition, true_fn, false_fn, *ops)
+    return jax.lax.cond(low == high, agreed, mixed, *operands)
 
 
 def usable_device_count(num_items: int, devices: int | None = None) -> int:

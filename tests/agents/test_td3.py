@@ -27,6 +27,7 @@ from jaxrl.deterministic import (
 )
 from jaxrl.loop import Trainer
 from jaxrl.offpolicy import soft_update
+from jaxrl.parallel import RUN_AXIS
 from jaxrl.prng import make_key
 
 QUIET = ("log.progress=false", "log.tensorboard=false")
@@ -134,6 +135,21 @@ def test_actor_and_targets_move_every_policy_delay_th_update_with_polyak_tau(spe
         online, initial = getattr(states[3], name), getattr(state0, f"target_{name}")
         expected = jax.tree.map(lambda o, t: 0.1 * o + 0.9 * t, online, initial)
         assert_trees_close(getattr(states[3], f"target_{name}"), expected)
+
+
+def test_under_the_run_axis_the_delayed_actor_step_stays_a_branch(spec):
+    """The trainer vmaps runs over `RUN_AXIS`: where seeds share their update count the actor
+    step is skipped on the updates between (a plain vmap computes it on every update and
+    selects; `cond_over_runs` is tested in tests/jaxrl/test_parallel.py)."""
+    learner = make_deterministic_learner(TD3Config(**SMALL), spec)
+    states = jax.vmap(learner.init)(jax.random.split(make_key(0), 2))
+    batches = jax.vmap(random_batch)(jax.random.split(make_key(1), 2))
+    keys = jax.random.split(make_key(2), 2)
+    program = lambda **axis: str(
+        jax.make_jaxpr(jax.vmap(learner.update, **axis))(states, batches, keys)
+    )
+    # (other conds, e.g. the platform's matmul kernel choice, are in both programs)
+    assert program(axis_name=RUN_AXIS).count("cond[") > program().count("cond[")
 
 
 def test_exploration_adds_gaussian_noise_in_normalised_units(spec):

@@ -1,0 +1,76 @@
+"""`every_run` and `cond_over_runs`: a predicate the runs of a vmapped program agree on keeps
+`lax.cond` a branch; one they disagree on still gives each run its own branch."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxrl.parallel import RUN_AXIS, cond_over_runs, every_run
+
+
+def over_runs(fn, *args):
+    return jax.vmap(fn, axis_name=RUN_AXIS)(*args)
+
+
+def test_every_run_is_the_and_of_all_runs_and_is_unbatched():
+    agreed = jax.vmap(lambda x: every_run(x > 0), axis_name=RUN_AXIS, out_axes=None)
+    assert bool(agreed(jnp.array([1.0, 2.0, 3.0])))
+    assert not bool(agreed(jnp.array([1.0, -2.0, 3.0])))
+
+
+def test_outside_the_run_axis_the_condition_is_returned_as_it_is():
+    np.testing.assert_array_equal(every_run(jnp.array([True, False])), [True, False])
+    per_item = jax.vmap(lambda x: every_run(x > 0))(jnp.array([1.0, -1.0]))
+    np.testing.assert_array_equal(per_item, [True, False])
+
+
+def test_an_agreed_cond_runs_one_branch_where_a_batched_one_runs_both():
+    """Branch executions counted through host callbacks: under vmap a batched predicate turns
+    the cond into a select that runs both branches; the agreed one runs only the taken one."""
+    calls: list[str] = []
+
+    def branch(name: str, value: jax.Array) -> jax.Array:
+        jax.debug.callback(lambda: calls.append(name))
+        return value
+
+    def step(x: jax.Array, agree: bool) -> jax.Array:
+        take = x > 0
+        take = every_run(take) if agree else take
+        return jax.lax.cond(take, lambda v: branch("update", v + 1), lambda v: branch("skip", v), x)
+
+    xs = jnp.array([-1.0, -2.0])
+    np.testing.assert_array_equal(jax.jit(lambda x: over_runs(lambda v: step(v, True), x))(xs), xs)
+    jax.effects_barrier()
+    assert calls == ["skip"]
+    calls.clear()
+    np.testing.assert_array_equal(jax.jit(lambda x: over_runs(lambda v: step(v, False), x))(xs), xs)
+    jax.effects_barrier()
+    assert sorted(calls) == ["skip", "update"]
+
+
+def counted_cond(calls: list[str], x: jax.Array) -> jax.Array:
+    def branch(name: str, value: jax.Array) -> jax.Array:
+        jax.debug.callback(lambda: calls.append(name))
+        return value
+
+    return cond_over_runs(
+        x > 0, lambda v: branch("update", v * 10), lambda v: branch("skip", v - 1), x
+    )
+
+
+def test_cond_over_runs_runs_one_branch_when_runs_agree_and_each_its_own_when_not():
+    calls: list[str] = []
+    program = jax.jit(lambda x: over_runs(lambda v: counted_cond(calls, v), x))
+    np.testing.assert_array_equal(program(jnp.array([1.0, 2.0])), [10.0, 20.0])
+    jax.effects_barrier()
+    assert calls == ["update"]
+    calls.clear()
+    np.testing.assert_array_equal(program(jnp.array([1.0, -2.0])), [10.0, -3.0])
+    jax.effects_barrier()
+    assert sorted(calls) == ["skip", "update"]
+    calls.clear()
+    np.testing.assert_array_equal(jax.jit(lambda x: counted_cond(calls, x))(-1.0), -2.0)
+    jax.effects_barrier()
+    assert calls == ["skip"]
