@@ -44,7 +44,10 @@ not carry; Gaussian noise here, σ = 0.1 (σ = 0, next to the reference's, did w
 Platform). (2) ε falls over env steps, not episodes: 1,000 random Platform episodes are ~2,200
 steps (2.2 steps each), so `exploration_steps` = 2,500. (3) No Platform-specific initial
 parameters (the reference's `initialise_params` biases x(s) to (3, 10, 400)): x(s) starts
-mid-range. (4) Flax's LeCun-normal initialiser, not Kaiming's.
+mid-range. On Goal, `parameter_prior=true` adds the reference's hand-made Goal parameter policy
+(`run_goal_pdqn.py`'s passthrough layer, fixed, `envs.goal.PARAMETER_PRIOR`) to x(s), and
+`reward_scale` is its reward scaling; `benchmarks/hybrid.py` (`PDQN_GOAL`) runs that script's
+Goal settings. (4) Flax's LeCun-normal initialiser, not Kaiming's.
 
 The driver (`jaxrl.offpolicy`) stores the env's own `(choice, parameters)` actions in its replay
 buffer and draws them uniformly for its warm-up.
@@ -63,8 +66,9 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from envs.hybrid import parameter_prior
 from jaxrl import optimizers
-from jaxrl.config import require
+from jaxrl.config import ConfigError, require
 from jaxrl.continuous import ActionScale, Torso, bootstrapped_return, inverted_gradients
 from jaxrl.datatypes import Agent, Array, EnvSpec, Key, Metrics, PyTree, Transition
 from jaxrl.env import Env
@@ -97,6 +101,7 @@ class PDQNConfig(EpsilonGreedyConfig):
         "eps_end",
         "exploration_noise",
         "max_grad_norm",
+        "reward_scale",
     )
 
     name: str = "pdqn"
@@ -117,6 +122,10 @@ class PDQNConfig(EpsilonGreedyConfig):
     exploration_steps: int = 2_500  # env steps (all envs) over which ε falls linearly
     exploration_noise: float = 0.1  # σ of the Gaussian on the chosen parameters, [−1, 1] units
     max_grad_norm: float = 10.0  # global-norm clipping of each network's gradient; 0: off
+    reward_scale: float = 1.0  # × the reward in the TD target (MP-DQN's Goal script: 1/50)
+    # Add the env's hand-made parameter policy, a fixed linear map of the observation, to x(s)
+    # (MP-DQN's passthrough layer; envs.hybrid.parameter_prior: Goal-v0 has one).
+    parameter_prior: bool = False
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -130,22 +139,30 @@ class PDQNConfig(EpsilonGreedyConfig):
             f"agent.exploration_noise={self.exploration_noise} must be >= 0",
         )
         require(self.max_grad_norm >= 0, f"agent.max_grad_norm={self.max_grad_norm} must be >= 0")
+        require(self.reward_scale > 0, f"agent.reward_scale={self.reward_scale} must be > 0")
 
 
 class ParameterActor(nn.Module):
     """x(s): every choice's parameters in normalised units, a tanh over the last layer when
     `squash` (else unbounded: inverting gradients keep it in [−1, 1]). The last layer starts near
-    zero (the reference's N(0, 1e-4) weights): parameters mid-range."""
+    zero (the reference's N(0, 1e-4) weights): parameters mid-range, or the `prior`'s, a fixed
+    (untrained) linear map of the observation added before the bound, as nested tuples
+    ((weights[P][obs]), bias[P])."""
 
     num_parameters: int
     hidden_sizes: Sequence[int]
     activation: str = "relu"
     squash: bool = True
+    prior: tuple[tuple[tuple[float, ...], ...], tuple[float, ...]] | None = None
 
     @nn.compact
     def __call__(self, obs: Array) -> Array:
-        x = Torso(self.hidden_sizes, self.activation)(obs.astype(jnp.float32))
+        obs = obs.astype(jnp.float32)
+        x = Torso(self.hidden_sizes, self.activation)(obs)
         x = Dense(self.num_parameters, kernel_init=nn.initializers.normal(1e-4))(x)
+        if self.prior is not None:
+            weights, bias = (jnp.asarray(a, jnp.float32) for a in self.prior)
+            x = x + obs @ weights.T + bias
         return jnp.tanh(x) if self.squash else x
 
 
@@ -210,6 +227,7 @@ def td_target(
     """r + γ·(1 − terminated)·max_k Q'(s', k, x'(s')), both networks the targets."""
     next_parameters = bounded_parameters(setup, state.target_actor_params, next_obs)
     next_q = q_values(setup, state.target_q_params, next_obs, next_parameters)
+    reward = setup.cfg.reward_scale * reward
     return bootstrapped_return(reward, terminated, next_q.max(axis=-1), setup.cfg.gamma)
 
 
@@ -314,6 +332,19 @@ def update(
     return new_state, metrics
 
 
+def env_prior(spec: EnvSpec) -> tuple[tuple[tuple[float, ...], ...], tuple[float, ...]]:
+    """`spec`'s hand-made parameter policy as `ParameterActor.prior`; ConfigError for an env
+    without one."""
+    prior = parameter_prior(spec.name)
+    if prior is None:
+        raise ConfigError(
+            f"agent.parameter_prior=true: env '{spec.name}' has no hand-made parameter policy "
+            f"(Goal-v0 has one, MP-DQN's); set agent.parameter_prior=false"
+        )
+    weights, bias = prior
+    return tuple(map(tuple, weights.tolist())), tuple(bias.tolist())
+
+
 def make_setup(cfg: PDQNConfig, spec: EnvSpec) -> PDQNSetup:
     """The networks, optimisers and parameter layout for `spec` (Hybrid actions, else
     ConfigError)."""
@@ -332,6 +363,7 @@ def make_setup(cfg: PDQNConfig, spec: EnvSpec) -> PDQNSetup:
             cfg.hidden_sizes,
             cfg.activation,
             squash=not cfg.inverting_gradients,
+            prior=env_prior(spec) if cfg.parameter_prior else None,
         ),
         adam(cfg.q_lr),
         adam(cfg.actor_lr),

@@ -79,6 +79,19 @@ PDQN = ("agent=pdqn", "agent.multi_pass=false")
 MPDQN = ("agent=pdqn", "agent.multi_pass=true")
 PADDPG = ("agent=paddpg",)
 HYAR = ("agent=hyar",)
+# MP-DQN's Goal settings (github.com/cycraig/MP-DQN, eec13eb, run_goal_pdqn.py): γ 0.95, replay
+# 20,000, learning from 128 transitions, one hidden layer of 256, Adam 1e-3 (Q) and 1e-5 (x),
+# rewards / 50, gradient norms clipped at 1, its hand-made parameter policy as x(s)'s prior.
+PDQN_GOAL = (
+    "agent.gamma=0.95",
+    "agent.buffer_size=20000",
+    "agent.learning_starts=128",
+    "agent.hidden_sizes=[256]",
+    "agent.actor_lr=1e-5",
+    "agent.reward_scale=0.02",
+    "agent.max_grad_norm=1",
+    "agent.parameter_prior=true",
+)
 # HyAR_RL/main_embedding_hard_move_td3.py's schedules in env steps (Hard Move episodes last up to
 # 30 steps, random ones nearly always): 5,000 random episodes, σ 1 → 0.1 over 1,000 episodes, one
 # VAE step every 10 episodes from episode 1,000. The warm-up takes 150k of the budget.
@@ -93,8 +106,8 @@ ROWS = [
     Row("P-DQN", PDQN, PLATFORM, "—"),
     Row("MP-DQN", MPDQN, PLATFORM, "—"),
     Row("PA-DDPG", PADDPG, PLATFORM, "—"),
-    Row("P-DQN", PDQN, GOAL, "0.71 (PDQN-TD3)"),
-    Row("MP-DQN", MPDQN, GOAL, "—"),
+    Row("P-DQN", PDQN, GOAL, "0.71 (PDQN-TD3)", PDQN_GOAL),
+    Row("MP-DQN", MPDQN, GOAL, "—", PDQN_GOAL),
     Row("PA-DDPG", PADDPG, GOAL, "—"),
     Row("P-DQN", PDQN, HARD_MOVE[4], "—"),
     Row("P-DQN", PDQN, HARD_MOVE[8], "0.05 (PDQN-TD3)"),

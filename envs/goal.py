@@ -93,6 +93,22 @@ PARAMETER_LOW: np.ndarray = np.array(
 PARAMETER_HIGH: np.ndarray = np.array(
     [PITCH_LENGTH, PITCH_WIDTH / 2, GOAL_WIDTH / 2, GOAL_WIDTH / 2], np.float32
 )
+
+
+def _parameter_prior() -> tuple[np.ndarray, np.ndarray]:
+    """MP-DQN's hand-made parameter policy for Goal (github.com/cycraig/MP-DQN, eec13eb,
+    `run_goal_pdqn.py` with `--initialise-params --scale-actions`): each parameter in [−1, 1]
+    units is bias + weights · observation. Kick-to aims from the ball's position (observation 10,
+    11) and the keeper-to-ball direction (14, 15); the shots aim at fixed points of the mouth.
+    Returns (weights float32[4, 17], bias float32[4]); P-DQN's `agent.parameter_prior`."""
+    weights = np.zeros((4, 17), np.float32)
+    weights[0, [10, 11, 14, 15]] = [0.5, 0.0, 0.0625, 0.0]
+    weights[1, [10, 11, 14, 15]] = [0.0, 5 / 6, 0.0, 1 / 9]
+    shot = 0.857346647646219686
+    return weights, np.array([-0.375, 0.0, shot, -shot], np.float32)
+
+
+PARAMETER_PRIOR = _parameter_prior()
 # The draws one tick may use: the player's action (a kick or a dash) 3, the goalie's move 3.
 DRAWS_PER_TICK = 6
 

@@ -72,6 +72,13 @@ class HybridGame(NamedTuple):
 FIXED_LAYOUT = {module.NAME: module for module in (platform, goal, catchpoint)}
 
 
+def parameter_prior(env_name: str) -> tuple[np.ndarray, np.ndarray] | None:
+    """The env's hand-made parameter policy as a linear map of the observation, (weights
+    float32[P, obs], bias float32[P]) in [−1, 1] parameter units; None for envs without one.
+    Only Goal has one (MP-DQN's, `envs.goal.PARAMETER_PRIOR`)."""
+    return {goal.NAME: goal.PARAMETER_PRIOR}.get(env_name)
+
+
 def hybrid_game(cfg: EnvConfig) -> HybridGame:
     """The env `cfg.id` names (Hard Move with `cfg`'s actuators)."""
     if cfg.id in FIXED_LAYOUT:

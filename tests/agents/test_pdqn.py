@@ -113,6 +113,38 @@ def test_td_target_is_the_target_max_over_choices_and_stops_only_at_termination(
     np.testing.assert_allclose(loss, (5.5**2 + 0.0 + 6.5**2) / 3, rtol=1e-6)
 
 
+def test_reward_scale_multiplies_the_reward_in_the_target_only(platform):
+    """MP-DQN's Goal setting: y = r/50 + 0.9·5 with the target Q' = (1, 5, 2)."""
+    cfg = PDQNConfig(hidden_sizes=(1,), gamma=0.9, reward_scale=1 / 50)
+    setup = make_setup(cfg, platform.spec)
+    state = make_learner(cfg, platform.spec).init(make_key(0))
+    state = state._replace(target_q_params=constant_q([1, 5, 2]))
+    obs = jax.random.normal(make_key(1), (2, 9))
+    target = td_target(setup, state, jnp.array([50.0, -5.0]), jnp.array([False, True]), obs)
+    np.testing.assert_allclose(target, [1 + 0.9 * 5, -0.1], rtol=1e-6)
+
+
+def test_the_goal_parameter_prior_starts_x_at_mp_dqns_hand_made_policy():
+    """x(s) at initialisation (last layer ~N(0, 1e-4)) is the prior's bias + weights · s, in
+    [−1, 1] units: kick-to x = −0.375 + 0.5·s10 + 0.0625·s14, kick-to y = 5/6·s11 + 1/9·s15,
+    the shots ±0.8573 whatever s."""
+    goal = envs.make(EnvConfig("Goal-v0"), num_envs=1)
+    setup = make_setup(PDQNConfig(parameter_prior=True), goal.spec)
+    params = setup.actor.init(make_key(0), jnp.zeros(17))
+    obs = np.zeros(17, np.float32)
+    obs[[10, 11, 14, 15, 16]] = [0.2, -0.4, 1.0, 0.5, 0.3]
+    x = setup.actor.apply(params, jnp.asarray(obs))
+    expected = [-0.375 + 0.1 + 0.0625, 5 / 6 * -0.4 + 0.5 / 9, 0.857347, -0.857347]
+    np.testing.assert_allclose(x, expected, atol=5e-3)
+    plain = make_setup(PDQNConfig(), goal.spec)
+    np.testing.assert_allclose(plain.actor.apply(params, jnp.asarray(obs)), 0.0, atol=5e-3)
+
+
+def test_a_parameter_prior_on_an_env_without_one_is_refused(platform):
+    with pytest.raises(ConfigError, match=r"env 'Platform-v0' has no hand-made parameter policy"):
+        make_setup(PDQNConfig(parameter_prior=True), platform.spec)
+
+
 def test_an_update_ignores_truncation_but_not_termination(platform):
     """The driver stores a truncated step's true successor, so the update treats it exactly as
     a step inside the episode; a terminated one changes the update."""
@@ -276,6 +308,7 @@ def test_the_driver_stores_hybrid_actions_and_warms_up_uniformly(platform):
         ("agent.eps_end=2", r"agent.eps_end=2.0 must be in \[0, 1\]"),
         ("agent.exploration_noise=-1", "agent.exploration_noise=-1.0 must be >= 0"),
         ("agent.actor_lr=0", "agent.actor_lr=0.0 must be > 0"),
+        ("agent.reward_scale=0", "agent.reward_scale=0.0 must be > 0"),
     ],
 )
 def test_bad_hyperparameters_are_config_errors(override, message):

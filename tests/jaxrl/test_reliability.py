@@ -211,6 +211,12 @@ BAD_INPUT: list[tuple[str, tuple[str, ...], str]] = [
         "error: agent.parameter_latent_size=0 must be >= 1",
     ),
     (
+        "parameter-prior-on-an-env-without-one",
+        ("agent=pdqn", "env=Platform-v0", "agent.parameter_prior=true"),
+        "error: agent.parameter_prior=true: env 'Platform-v0' has no hand-made parameter policy "
+        "(Goal-v0 has one, MP-DQN's); set agent.parameter_prior=false",
+    ),
+    (
         "hard-move-without-actuators",
         ("env=HardMove-v0", "env.kwargs.num_actuators=0"),
         "error: env.kwargs.num_actuators=0 must be a whole number of actuators in [1, 16]",
