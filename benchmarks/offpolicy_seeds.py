@@ -7,11 +7,13 @@ step on every update. `jaxrl.parallel.every_run`/`cond_over_runs` keep those bra
 
 Each side runs in its own process (the baseline from a `git worktree` of `--baseline`), the
 sides alternating `--repeats` times; a process builds `jaxrl.loop.Trainer`, compiles its chunk
-of one iteration (`ITERATION_STEPS` env steps) and times `--chunks` chunks, once with
-`learning_starts` beyond them (warm-up) and once with learning from the start. The table gives
-the median of the per-chunk medians, per 1,000 env steps, and the median compile seconds.
+of one iteration (`ITERATION_STEPS` env steps), runs one untimed and times `--chunks` chunks,
+once with `learning_starts` beyond them (warm-up) and once with learning after the first. The
+table gives the median of the per-chunk medians, per 1,000 env steps, and the median compile
+seconds.
 
-    python benchmarks/offpolicy_seeds.py [--baseline b6dffc3] [--repeats 2] [--chunks 3]
+    python benchmarks/offpolicy_seeds.py [--baseline b6dffc3] [--repeats 2] [--chunks 2]
+        [--cases "TD3, Pendulum-v1, 5 seeds" "HyAR, Hard Move n=8, 5 seeds"]
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ CASES = {
 ITERATION_STEPS = 250  # env steps per chunk: short chunks keep the baseline's warm-up affordable
 PHASES = {
     "warm-up": ["agent.learning_starts=100000", "agent.buffer_size=100000"],
-    "learning": ["agent.learning_starts=1000"],
+    "learning": [f"agent.learning_starts={ITERATION_STEPS}"],
 }
 # HyAR pre-trains its VAE when the warm-up ends: a few steps keep the learning phase's first
 # chunk comparable.
@@ -69,6 +71,7 @@ start = time.perf_counter()
 # again for the weak types a chunk's output carries).
 chunk = trainer.chunk.lower(carry, trainer.hyper, one).compile()
 compile_s = time.perf_counter() - start
+carry, _ = chunk(carry, trainer.hyper, one)  # untimed: the learning phase's warm-up
 times = []
 for _ in range(int(sys.argv[1])):
     start = time.perf_counter()
@@ -103,9 +106,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--baseline", default="b6dffc3", help="git revision to compare against")
     parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--chunks", type=int, default=3)
+    parser.add_argument("--chunks", type=int, default=2)
+    parser.add_argument("--cases", nargs="*", default=list(CASES), help="case names to run")
     parser.add_argument("--out", type=Path, default=RESULTS / "offpolicy_seeds.md")
     args = parser.parse_args()
+    unknown = sorted(set(args.cases) - set(CASES))
+    if unknown:
+        parser.error(f"unknown cases {unknown}; valid: {sorted(CASES)}")
     load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
         baseline = Path(tmp) / "baseline"
@@ -116,7 +123,8 @@ def main() -> None:
         )
         try:
             rows = []
-            for case, overrides in CASES.items():
+            for case in args.cases:
+                overrides = CASES[case]
                 for phase, settings in PHASES.items():
                     extra = HYAR_LEARNING if "hyar" in overrides[0] and phase == "learning" else []
                     cmd = [*overrides, *settings, *extra]
