@@ -23,21 +23,16 @@ reached 500 and 18 ended there (two fell back to 96 and 376 near the end). The e
 counts gradient updates, not env steps; the Zoo's `target_update_interval=10` env steps with
 updates in blocks of 128 refreshes the target once per block: `target_update_period=128` here.
 
-Atari (`env=ALE/Breakout-v5`: 84×84×4 uint8 frames, the Nature CNN is picked automatically),
-RL Baselines3 Zoo's DQN (1e7 steps) as overrides, one update every 4 env steps::
-
-    env.num_envs=1 agent.train_freq=4 agent.gradient_steps=1 agent.learning_rate=1e-4
-    agent.batch_size=32 agent.buffer_size=100000 agent.learning_starts=100000
-    agent.target_update_period=250 agent.exploration_steps=1000000 agent.eps_end=0.01
-    agent.loss=huber agent.max_grad_norm=10 agent.anneal_lr=false agent.double_q=false
-    agent.iteration_steps=10000 agent.compact_frames=true
-
-The Zoo refreshes its target every 1000 env steps, which is 250 updates at one update per 4
-steps. Nature DQN itself differs in: RMSProp lr 2.5e-4, 1M transitions, 50k learning starts,
-target every 10k updates (`agent.target_update_period=10000`), ε 1 → 0.1 over 1M frames. Memory:
-100k Atari transitions with obs and next_obs stored apart are 5.6 GB of uint8 frames per seed;
-`agent.compact_frames=true` stores next_obs as its newest frame only
-(`jaxrl.offpolicy.FRAME_STACK_LAYOUT`, exact at truncations and terminations too): 3.5 GB.
+Atari (`env=ALE/Breakout-v5`: 84×84×4 uint8 frames, the Nature CNN is picked automatically):
+an `ALE/…` env picks the `atari` preset (jaxrl/presets.py), RL Baselines3 Zoo's DQN (1e7 steps,
+one update every 4 env steps, lr 1e-4, batch 32, 100k buffer and learning starts, ε 1 → 0.01
+over 1M steps, Huber loss, no Double DQN, compact frames). The Zoo refreshes its target every
+1000 env steps, which is 250 updates at one update per 4 steps. Nature DQN itself differs in:
+RMSProp lr 2.5e-4, 1M transitions, 50k learning starts, target every 10k updates
+(`agent.target_update_period=10000`), ε 1 → 0.1 over 1M frames. Memory: 100k Atari transitions
+with obs and next_obs stored apart are 5.6 GB of uint8 frames per seed; `agent.compact_frames=true`
+stores next_obs as its newest frame only (`jaxrl.offpolicy.FRAME_STACK_LAYOUT`, exact at
+truncations and terminations too): 3.5 GB.
 """
 
 from __future__ import annotations

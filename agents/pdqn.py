@@ -46,8 +46,8 @@ steps (2.2 steps each), so `exploration_steps` = 2,500. (3) No Platform-specific
 parameters (the reference's `initialise_params` biases x(s) to (3, 10, 400)): x(s) starts
 mid-range. On Goal, `parameter_prior=true` adds the reference's hand-made Goal parameter policy
 (`run_goal_pdqn.py`'s passthrough layer, fixed, `envs.goal.PARAMETER_PRIOR`) to x(s), and
-`reward_scale` is its reward scaling; `benchmarks/hybrid.py` (`PDQN_GOAL`) runs that script's
-Goal settings. (4) Flax's LeCun-normal initialiser, not Kaiming's.
+`reward_scale` is its reward scaling; the `goal` preset (jaxrl/presets.py, `PDQN_GOAL`) holds
+that script's Goal settings. (4) Flax's LeCun-normal initialiser, not Kaiming's.
 
 The driver (`jaxrl.offpolicy`) stores the env's own `(choice, parameters)` actions in its replay
 buffer and draws them uniformly for its warm-up.

@@ -6,9 +6,10 @@ Reference figures are Li et al. (ICLR 2022, "HyAR"), Table 2: success rate, mean
 their budgets (the reference scripts' `max_timesteps`: Platform 200k, Goal 300k, Hard Move 1M env
 steps; github.com/TJU-DRL-LAB/self-supervised-rl, commit ece9562, RL_with_Action_Representation/
 HyAR/HyAR_RL/main_embedding_*_td3.py; Catch Point 1M). HyAR-TD3 itself there: Platform 0.98, Goal
-0.78, Catch Point 0.90, Hard Move n=4 0.93, n=8 0.89 (the HyAR rows here, `agent=hyar` at its
-defaults). Their baselines run on TD3 ("PDQN-TD3", "PATD3"); the rows here name what ran. A row's
-budget here is what this 2-core CPU affords; the table says both.
+0.78, Catch Point 0.90, Hard Move n=4 0.93, n=8 0.89. Their baselines run on TD3 ("PDQN-TD3",
+"PATD3"); the rows here name what ran. Every row trains with its agent's preset for the env
+(jaxrl/presets.py: the reference scripts' per-env settings and schedules) except the budget: what
+this 2-core CPU affords; the table says both.
 
 Rows run one at a time and their curves are kept in benchmarks/results/hybrid.json, so the table
 (benchmarks/results/hybrid.md) and the curves (hybrid.png, one panel per env) can be filled in
@@ -61,7 +62,6 @@ class Row:
     overrides: tuple[str, ...]
     env: Env
     paper: str  # HyAR's Table 2 figure for this method and env, "—" where the issue gives none
-    settings: tuple[str, ...] = ()  # the agent's per-env settings from its reference scripts
     budget: int | None = None  # env steps per seed when not the env's
 
 
@@ -79,35 +79,13 @@ PDQN = ("agent=pdqn", "agent.multi_pass=false")
 MPDQN = ("agent=pdqn", "agent.multi_pass=true")
 PADDPG = ("agent=paddpg",)
 HYAR = ("agent=hyar",)
-# MP-DQN's Goal settings (github.com/cycraig/MP-DQN, eec13eb, run_goal_pdqn.py): γ 0.95, replay
-# 20,000, learning from 128 transitions, one hidden layer of 256, Adam 1e-3 (Q) and 1e-5 (x),
-# rewards / 50, gradient norms clipped at 1, its hand-made parameter policy as x(s)'s prior.
-PDQN_GOAL = (
-    "agent.gamma=0.95",
-    "agent.buffer_size=20000",
-    "agent.learning_starts=128",
-    "agent.hidden_sizes=[256]",
-    "agent.actor_lr=1e-5",
-    "agent.reward_scale=0.02",
-    "agent.max_grad_norm=1",
-    "agent.parameter_prior=true",
-)
-# HyAR_RL/main_embedding_hard_move_td3.py's schedules in env steps (Hard Move episodes last up to
-# 30 steps, random ones nearly always): 5,000 random episodes, σ 1 → 0.1 over 1,000 episodes, one
-# VAE step every 10 episodes from episode 1,000. The warm-up takes 150k of the budget.
-HYAR_HARD_MOVE = (
-    "agent.learning_starts=150000",
-    "agent.exploration_steps=30000",
-    "agent.vae_train_after=30000",
-    "agent.vae_every=250",
-)
 # HyAR's Table 2 as the issue quotes it: the best baseline (PDQN-TD3) on Goal and Hard Move n = 8.
 ROWS = [
     Row("P-DQN", PDQN, PLATFORM, "—"),
     Row("MP-DQN", MPDQN, PLATFORM, "—"),
     Row("PA-DDPG", PADDPG, PLATFORM, "—"),
-    Row("P-DQN", PDQN, GOAL, "0.71 (PDQN-TD3)", PDQN_GOAL),
-    Row("MP-DQN", MPDQN, GOAL, "—", PDQN_GOAL),
+    Row("P-DQN", PDQN, GOAL, "0.71 (PDQN-TD3)"),
+    Row("MP-DQN", MPDQN, GOAL, "—"),
     Row("PA-DDPG", PADDPG, GOAL, "—"),
     Row("P-DQN", PDQN, HARD_MOVE[4], "—"),
     Row("P-DQN", PDQN, HARD_MOVE[8], "0.05 (PDQN-TD3)"),
@@ -117,8 +95,8 @@ ROWS = [
     Row("PA-DDPG", PADDPG, CATCH_POINT, "—"),
     Row("HyAR", HYAR, PLATFORM, "0.98"),
     Row("HyAR", HYAR, GOAL, "0.78"),
-    Row("HyAR", HYAR, HARD_MOVE[4], "0.93", HYAR_HARD_MOVE, 250_000),
-    Row("HyAR", HYAR, HARD_MOVE[8], "0.89", HYAR_HARD_MOVE, 250_000),
+    Row("HyAR", HYAR, HARD_MOVE[4], "0.93", budget=250_000),
+    Row("HyAR", HYAR, HARD_MOVE[8], "0.89", budget=250_000),
     Row("HyAR", HYAR, CATCH_POINT, "0.90"),
 ]
 
@@ -132,7 +110,6 @@ def run(row: Row, args: argparse.Namespace, run_dir: Path) -> dict:
     overrides = [
         *row.overrides,
         *row.env.overrides,
-        *row.settings,
         f"num_seeds={args.seeds}",
         f"budget.env_steps={int((row.budget or row.env.budget) * args.budget_scale)}",
         f"eval.per_run={args.evaluations}",
@@ -161,6 +138,7 @@ def read_run(run_dir: Path, command: str, wall: float | None) -> dict:
         "wall_s": wall,
         "compile_s": summary["compile_seconds"],
         "run_s": summary["run_seconds"],
+        "peak_rss_gb": summary.get("peak_rss_gb"),  # summaries of runs since it was added
         "steps": sorted({int(r["env_steps"]) for r in rows}),
         "success": [
             [float(r["eval_success_rate"]) for r in rows if int(r["seed"]) == s] for s in seeds
@@ -198,6 +176,7 @@ def report(store: dict[str, dict]) -> None:
         "budget here / paper's",
         "compile s",
         "run s",
+        "peak RSS GB",
     ]
     rows, commands = [], []
     for row in ROWS:
@@ -219,6 +198,7 @@ def report(store: dict[str, dict]) -> None:
                 f"{result['steps'][-1] // 1000}k / {row.env.paper_budget // 1000}k",
                 fmt(result["compile_s"]),
                 fmt(result["run_s"]),
+                "—" if result.get("peak_rss_gb") is None else f"{result['peak_rss_gb']:.2f}",
             ]
         )
         commands.append(
@@ -296,7 +276,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     if args.list:
-        print("\n".join(f"{label(row)}: {' '.join(row.overrides + row.settings)}" for row in ROWS))
+        print("\n".join(f"{label(row)}: {' '.join(row.overrides)}" for row in ROWS))
         return
     store = json.loads(STORE.read_text()) if STORE.exists() else {}
     chosen = [row for row in ROWS if label(row) in args.rows]

@@ -34,8 +34,15 @@ from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBase
 
 import agents
 import envs
-from jaxrl import distributed
-from jaxrl.config import ConfigError, DistributedConfig, EnvConfig, RunConfig, to_dict
+from jaxrl import distributed, presets
+from jaxrl.config import (
+    ConfigError,
+    DistributedConfig,
+    EnvConfig,
+    RunConfig,
+    flatten,
+    to_dict,
+)
 from jaxrl.hyper import grid_points
 from jaxrl.interrupt import EXIT_INTERRUPTED
 from jaxrl.multirun import failed_job_ends_sweep
@@ -139,10 +146,24 @@ def compose(overrides: list[str]) -> RunConfig:
     """Compose and validate a run config from command-line style overrides (also the Python API)."""
     check_group_choices(overrides)
     try:
-        cfg = _compose_node(overrides)
+        cfg = _compose_node(with_preset(overrides))
     except (HydraException, OmegaConfBaseException) as e:
         raise ConfigError(_explain_composition_error(e, overrides)) from None
     return to_run_config(cfg)
+
+
+def with_preset(overrides: list[str]) -> list[str]:
+    """The settings of the preset that `overrides` choose (jaxrl/presets.py) before them, so that
+    the user's own win, and `preset=` naming the one applied (`none` where there is none)."""
+    agent, env_id = (_choices(g, overrides)[-1:] or [default_choice(g)] for g in ("agent", "env"))
+    choice = next((v for k, v in reversed(_key_values(overrides)) if k == "preset"), presets.AUTO)
+    preset = presets.choose(agent[0], env_id[0], choice)
+    rest = [o for o in overrides if _key(o) != "preset"]
+    return [
+        *(preset.settings if preset else ()),
+        *rest,
+        f"preset={preset.name if preset else presets.NONE}",
+    ]
 
 
 def _compose_node(overrides: list[str]) -> DictConfig:
@@ -380,7 +401,7 @@ def continued_job(cfg: RunConfig, run_dir: Path) -> RunConfig:
     of the `RESUMABLE` keys (a larger budget goes on training). A different run there is refused
     in one line, as a single run's used `log.dir` is."""
     data = to_dict(resumed_config(run_dir))
-    mine, theirs = _flat(to_dict(cfg)), _flat(data)
+    mine, theirs = flatten(to_dict(cfg)), flatten(data)
     ignored = {*RESUMABLE, "resume", "log.dir"}
     differing = [
         k
@@ -397,17 +418,6 @@ def continued_job(cfg: RunConfig, run_dir: Path) -> RunConfig:
         section, _, leaf = key.rpartition(".")
         (data[section] if section else data)[leaf] = value
     return config_from_dict(data, f"resume={run_dir}")
-
-
-def _flat(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """`{"a": {"b": 1}}` as `{"a.b": 1}`: configs compared key by key."""
-    out: dict[str, Any] = {}
-    for key, value in data.items():
-        if isinstance(value, dict):
-            out.update(_flat(value, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = value
-    return out
 
 
 def config_from_dict(data: dict[str, Any], origin: str) -> RunConfig:
@@ -504,7 +514,8 @@ def _hydra_job(cfg: DictConfig) -> float:
     (jaxrl.multirun), except under Optuna's sweeper and on Ctrl-C."""
     enable_compilation_cache()  # a launcher's job may be a process of its own
     try:
-        run_cfg = to_run_config(cfg)
+        # Composed again from the job's overrides, with the preset they choose (`with_preset`).
+        run_cfg = compose(list(HydraConfig.get().overrides.task))
         run_dir = Path(run_cfg.log.dir or HydraConfig.get().runtime.output_dir)
         if (run_dir / "config.json").is_file():
             run_cfg = continued_job(run_cfg, run_dir)
@@ -685,6 +696,7 @@ def main(argv: list[str] | None = None) -> None:
             validate_sweep(overrides)
         elif not info:  # --cfg job and the like: Hydra prints the config the overrides compose
             compose([o for o in overrides if not _key(o).startswith(("hydra.", "hydra/"))])
+            overrides = with_preset(overrides)  # ... with their preset, as a run would
         # Hydra composes from here on (help, each job of a sweep, even past MAX_VALIDATED_JOBS).
         register_configs(*needed(overrides, everything=every_option, defaults=multirun))
     except ConfigError as e:

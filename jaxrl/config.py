@@ -91,7 +91,7 @@ class LogConfig:
     # the CLI, the same pattern from the Python API.
     dir: str = ""
     tensorboard: bool = True
-    progress: bool = True  # the live console display
+    progress: bool = True  # the live console display (its first line: the preset)
 
 
 @dataclass(frozen=True)
@@ -194,6 +194,10 @@ class RunConfig:
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     grid: GridConfig = field(default_factory=GridConfig)
     distributed: DistributedConfig = field(default_factory=DistributedConfig)
+    # Settings and budget for the agent on this env (jaxrl/presets.py): auto (the preset of the
+    # chosen agent and env), none (the agent's bare defaults) or a preset's name; a composed
+    # config holds the name of the one applied.
+    preset: str = "auto"
     resume: str | None = None  # a run directory to continue
     # Record one evaluation episode of each seed's final policy as <run dir>/videos/seed_<n>.mp4.
     video: bool = False
@@ -214,3 +218,14 @@ def to_dict(obj: Any) -> Any:
     if isinstance(obj, list | tuple):
         return [to_dict(v) for v in obj]
     return obj
+
+
+def flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """`{"a": {"b": 1}}` as `{"a.b": 1}`: configs compared key by key."""
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        if isinstance(value, dict):
+            out.update(flatten(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out

@@ -11,6 +11,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
+import resource
+import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -27,7 +29,7 @@ import agents
 import envs
 from envs.host import host_errors
 from jaxrl import config as config_lib
-from jaxrl import distributed, hyper, parallel
+from jaxrl import distributed, hyper, parallel, presets
 from jaxrl.checkpoint import Checkpointer, CheckpointError
 from jaxrl.config import ConfigError, RunConfig
 from jaxrl.datatypes import Agent, Array, EnvSpec, Key
@@ -352,6 +354,10 @@ def _train(
     primary = distributed.is_primary()  # the process that writes the run's files
     if primary:
         save_config(cfg, run_dir, trainer.env.spec)
+    if primary and cfg.log.progress:
+        # The console's first line once the run is known to start (stdout keeps the CLI's
+        # result line alone; `log.progress=false` leaves stderr to errors).
+        print(presets.announce(cfg), file=sys.stderr, flush=True)
     display = LiveDisplay(
         cfg.log.progress and primary, cfg.budget.env_steps, f"{cfg.agent.name} {cfg.env.id}"
     )
@@ -567,6 +573,20 @@ def _progress_line(trainer: Trainer, progress: Progress, out: ChunkOutput) -> st
     return " | ".join(parts)
 
 
+def peak_memory() -> dict[str, float]:
+    """This process's peak resident memory (host env workers are processes of their own) and,
+    where the devices report it (GPU, TPU), the largest peak of device memory in use, in GB."""
+    # Linux reports ru_maxrss in KiB, macOS in bytes.
+    scale = 1 if sys.platform == "darwin" else 1024
+    peaks = {
+        "peak_rss_gb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale / 1e9, 3)
+    }
+    device_peaks = [(d.memory_stats() or {}).get("peak_bytes_in_use") for d in jax.local_devices()]
+    if any(p is not None for p in device_peaks):
+        peaks["peak_device_memory_gb"] = round(max(p or 0 for p in device_peaks) / 1e9, 3)
+    return peaks
+
+
 def _summary(
     cfg: RunConfig, trainer: Trainer, progress: Progress, compile_seconds: float, status: str
 ) -> dict[str, Any]:
@@ -589,6 +609,7 @@ def _summary(
         "num_seeds": cfg.num_seeds,
         "num_runs": len(runs),
         "devices": [str(d) for d in jax.devices()],
+        **peak_memory(),
         "runs": [
             {
                 **run.columns(trainer.points),

@@ -41,7 +41,7 @@ def make_env(env_id: str, num_envs: int = 1):
 
 
 def test_yaml_composes_the_paper_defaults():
-    cfg = compose(["agent=erl", "env=Pendulum-v1"]).agent
+    cfg = compose(["agent=erl", "env=Pendulum-v1", "preset=none"]).agent
     assert isinstance(cfg, ERLConfig)
     assert (cfg.population_size, cfg.num_elites, cfg.tournament_size) == (10, 1, 3)
     assert cfg.mutation_rates == ga.MutationRates(0.1, 0.1, 0.05, 10.0, 0.05)

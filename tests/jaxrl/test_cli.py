@@ -45,6 +45,20 @@ def test_seed_sweep_writes_a_run_per_seed(tmp_path: Path) -> None:
     assert sorted(p.name for p in (run_dir / "tb").iterdir()) == ["seed_5", "seed_6", "seed_7"]
     # Different seeds really are different runs.
     assert len({row["env_steps"] for row in summary["runs"]}) > 1
+    assert 0.1 < summary["peak_rss_gb"] < 8 and "peak_device_memory_gb" not in summary  # CPU
+
+
+def test_peak_memory_counts_gigabytes() -> None:
+    """ru_maxrss is KiB on Linux: a process that touched 0.5 GB reports at least 0.5 GB, not
+    1,000 times more or less."""
+    script = (
+        "import numpy as np; from jaxrl.loop import peak_memory; "
+        "a = np.ones(500_000_000 // 8); print(peak_memory()['peak_rss_gb'])"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert 0.5 < float(out.stdout) < 2.5
 
 
 def test_budget_holds_per_seed_within_one_iteration(tmp_path: Path) -> None:
@@ -249,6 +263,7 @@ def test_hydra_multirun_composes_with_num_seeds(tmp_path: Path) -> None:
 @pytest.mark.parametrize("name", list(agents.REGISTRY))
 def test_an_agent_composes_to_its_config_class_defaults(name: str) -> None:
     """The config dataclass is the one source of defaults: `agent=<name>` composes to exactly
-    it (the YAML files only name the schema)."""
+    it (the YAML files only name the schema) when no preset adds to it."""
     env = "Pendulum-v1" if name in ("td3", "ddpg", "sac", "erl") else "CartPole-v1"
-    assert compose([f"agent={name}", f"env={env}"]).agent == agents.REGISTRY[name].config()
+    composed = compose([f"agent={name}", f"env={env}", "preset=none"]).agent
+    assert composed == agents.REGISTRY[name].config()

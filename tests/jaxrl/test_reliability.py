@@ -217,6 +217,11 @@ BAD_INPUT: list[tuple[str, tuple[str, ...], str]] = [
         "(Goal-v0 has one, MP-DQN's); set agent.parameter_prior=false",
     ),
     (
+        "preset-of-another-agent",
+        ("agent=es", "preset=atari"),
+        "error: preset=atari is not a preset of agent=es; valid: auto, none, cartpole",
+    ),
+    (
         "hard-move-without-actuators",
         ("env=HardMove-v0", "env.kwargs.num_actuators=0"),
         "error: env.kwargs.num_actuators=0 must be a whole number of actuators in [1, 16]",

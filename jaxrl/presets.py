@@ -1,0 +1,351 @@
+"""Settings and budgets per agent and env, picked for the user as RL Baselines3 Zoo's per-env
+hyperparameter files are: `python -m jaxrl.run agent=dqn env=ALE/Pong-v5` trains with the Atari
+settings, not the CartPole ones the agent's defaults are tuned for.
+
+`preset=auto` (the default) picks the preset of the chosen agent whose env patterns match the
+env; `preset=<name>` picks one by name (`preset=atari` on another pixel env); `preset=none`
+keeps the agent's bare defaults and the 1e6-step budget. A preset is a list of overrides placed
+before the user's own, so any key the user sets wins, key by key. The run's first output line
+names the preset and the values it set (`announce`); `config.json` records its name.
+
+Each preset says where its values come from and what they reach (a benchmark or test of this
+repository, or the published source they follow); an agent × env without a preset runs at the
+agent's defaults and says so.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from jaxrl.config import ConfigError, RunConfig, flatten, to_dict
+
+AUTO, NONE = "auto", "none"
+
+
+@dataclass(frozen=True)
+class Preset:
+    name: str  # what `preset=<name>` selects, unique per agent
+    agent: str
+    envs: tuple[str, ...]  # env ids it is picked for, as shell patterns (`ALE/*`)
+    settings: tuple[str, ...]  # overrides, `key=value`
+    source: str  # where the values come from and what they reach
+
+    @property
+    def label(self) -> str:
+        return f"{self.agent}/{self.name}"
+
+
+def _preset(
+    name: str,
+    agents: tuple[str, ...],
+    env_ids: tuple[str, ...],
+    settings: tuple[str, ...],
+    source: str,
+) -> tuple[Preset, ...]:
+    return tuple(Preset(name, agent, env_ids, settings, source) for agent in agents)
+
+
+CARTPOLE = ("CartPole-v1",)
+PENDULUM = ("Pendulum-v1",)
+ATARI = ("ALE/*",)
+
+# PPO on Pendulum-v1 as benchmarks/results/ppoc.md ran PPO and PPOC side by side.
+PENDULUM_ON_POLICY = (
+    "budget.env_steps=200000",
+    "env.num_envs=8",
+    "agent.num_steps=256",
+    "agent.num_minibatches=8",
+    "agent.update_epochs=10",
+    "agent.gamma=0.9",
+    "agent.learning_rate=1e-3",
+    "agent.ent_coef=0.0",
+    "agent.squash_actions=true",
+)
+# MP-DQN's Goal settings (github.com/cycraig/MP-DQN, eec13eb, run_goal_pdqn.py): γ 0.95, replay
+# 20,000, learning from 128 transitions, one hidden layer of 256, Adam 1e-5 for x(s), rewards
+# / 50, gradient norms clipped at 1, its hand-made parameter policy as x(s)'s prior.
+PDQN_GOAL = (
+    "agent.gamma=0.95",
+    "agent.buffer_size=20000",
+    "agent.learning_starts=128",
+    "agent.hidden_sizes=[256]",
+    "agent.actor_lr=1e-5",
+    "agent.reward_scale=0.02",
+    "agent.max_grad_norm=1",
+    "agent.parameter_prior=true",
+)
+
+
+def _episodes_schedule(episode_steps: int) -> tuple[str, ...]:
+    """HyAR's Hard Move and Catch Point scripts (main_embedding_hard_move_td3.py,
+    main_embedding_direction_catch_td3.py) count in episodes: 5,000 random ones, σ 1 → 0.1 over
+    1,000, a VAE step every 10 from episode 1,000; here in env steps at the episode cap, the VAE
+    step every 250 env steps (a divisor of the 1,000-step iteration, as it must be)."""
+    return (
+        f"agent.learning_starts={5000 * episode_steps}",
+        f"agent.exploration_steps={1000 * episode_steps}",
+        f"agent.vae_train_after={1000 * episode_steps}",
+        "agent.vae_every=250",
+    )
+
+
+# HyAR's reference scripts: github.com/TJU-DRL-LAB/self-supervised-rl, commit ece9562,
+# RL_with_Action_Representation/HyAR/HyAR_RL/main_embedding_*_td3.py.
+
+PRESETS: tuple[Preset, ...] = (
+    *_preset(
+        "cartpole",
+        ("es",),
+        CARTPOLE,
+        ("budget.env_steps=1000000",),
+        "the reference ES CartPole experiment's settings (the agent's defaults): 500 from ~126k "
+        "env steps (README benchmarks)",
+    ),
+    *_preset(
+        "cartpole",
+        ("dqn",),
+        CARTPOLE,
+        ("budget.env_steps=60000",),
+        "the agent's defaults (RL Baselines3 Zoo's CartPole DQN, tuned here); 500 at 60k env "
+        "steps (benchmarks/results/dqn_cartpole.md)",
+    ),
+    *_preset(
+        "cartpole",
+        ("ppo",),
+        CARTPOLE,
+        ("budget.env_steps=500000",),
+        "PureJaxRL's CartPole PPO (the agent's defaults) at its budget; 500 "
+        "(benchmarks/results/ppo_purejaxrl.md)",
+    ),
+    *_preset(
+        "cartpole",
+        ("a2c",),
+        CARTPOLE,
+        ("budget.env_steps=100000", "env.num_envs=8"),
+        "mean final 352 over 4 seeds at 100k env steps (tests/agents/test_a2c.py)",
+    ),
+    *_preset(
+        "cartpole",
+        ("reinforce",),
+        CARTPOLE,
+        ("budget.env_steps=250000", "env.num_envs=8"),
+        "the reference PyBullet cart-pole experiment's settings; mean final 415 over 4 seeds at "
+        "250k env steps (tests/agents/test_reinforce.py)",
+    ),
+    *_preset(
+        "cartpole",
+        ("option_critic",),
+        CARTPOLE,
+        (
+            "budget.env_steps=250000",
+            "agent.network=deep",
+            "agent.lr_decay_steps=250000",
+        ),
+        "the deep option-critic on CartPole as the README runs it (8 seeds, 250k env steps)",
+    ),
+    *_preset(
+        "pendulum",
+        ("sac", "td3", "ddpg"),
+        PENDULUM,
+        ("budget.env_steps=20000",),
+        "RL Baselines3 Zoo's Pendulum budget (SAC -157, TD3 -152 there); -134 to -131 at 20k "
+        "env steps (benchmarks/results/offpolicy_pendulum.md)",
+    ),
+    *_preset(
+        "pendulum",
+        ("erl",),
+        PENDULUM,
+        (
+            "budget.env_steps=62000",
+            "agent.hidden_sizes=[64,64]",
+            "agent.actor_lr=1e-3",
+            "agent.critic_lr=1e-3",
+            "agent.tau=0.005",
+            "agent.sync_period=1",
+            "agent.episodes_per_member=3",
+            "agent.updates_per_step=0.5",
+            "agent.buffer_size=100000",
+        ),
+        "a faster learner than the paper's MuJoCo DDPG; -134 at 62k env steps "
+        "(benchmarks/results/erl_pendulum.md, test config)",
+    ),
+    *_preset(
+        "pendulum",
+        ("ppo", "ppoc"),
+        PENDULUM,
+        PENDULUM_ON_POLICY,
+        "PPO -211, PPOC -264 (2 seeds) at 200k env steps (benchmarks/results/ppoc.md)",
+    ),
+    *_preset(
+        "pendulum",
+        ("bc", "dagger", "aggrevated"),
+        PENDULUM,
+        ("budget.env_steps=32000",),
+        "DAgger and AggreVaTeD 0.94-0.95 of a SAC expert's score at 32k expert-labelled steps "
+        "(benchmarks/results/imitation.md)",
+    ),
+    *_preset(
+        "platform",
+        ("pdqn", "paddpg"),
+        ("Platform-v0",),
+        ("budget.env_steps=100000",),
+        "the agent's defaults (MP-DQN's Platform settings) at this CPU's budget "
+        "(benchmarks/results/hybrid.md)",
+    ),
+    *_preset(
+        "goal",
+        ("pdqn",),
+        ("Goal-v0",),
+        ("budget.env_steps=100000", *PDQN_GOAL),
+        "MP-DQN's Goal settings (run_goal_pdqn.py); success 0.38 at 100k env steps "
+        "(benchmarks/results/hybrid.md)",
+    ),
+    *_preset(
+        "hybrid",
+        ("pdqn", "paddpg"),
+        ("Goal-v0", "HardMove-v0", "CatchPoint-v0"),
+        ("budget.env_steps=200000",),
+        "the agent's defaults at this CPU's budget (benchmarks/results/hybrid.md)",
+    ),
+    *_preset(
+        "platform",
+        ("hyar",),
+        ("Platform-v0",),
+        ("budget.env_steps=200000",),
+        "HyAR's Platform settings (the agent's defaults) at its budget; paper 0.98, 0.69 here at "
+        "80k env steps (benchmarks/results/hybrid.md)",
+    ),
+    *_preset(
+        "goal",
+        ("hyar",),
+        ("Goal-v0",),
+        ("budget.env_steps=300000",),
+        "the agent's defaults at HyAR's Goal budget; paper 0.78",
+    ),
+    *_preset(
+        "hard-move",
+        ("hyar",),
+        ("HardMove-v0",),
+        ("budget.env_steps=1000000", *_episodes_schedule(30)),
+        "HyAR's Hard Move schedules and budget; paper n=8 0.89, 0.27 here at 250k env steps "
+        "(benchmarks/results/hybrid.md)",
+    ),
+    *_preset(
+        "catch-point",
+        ("hyar",),
+        ("CatchPoint-v0",),
+        ("budget.env_steps=1000000", *_episodes_schedule(25)),
+        "HyAR's Catch Point schedules and budget; paper 0.90",
+    ),
+    *_preset(
+        "atari",
+        ("dqn",),
+        ATARI,
+        (
+            "budget.env_steps=10000000",
+            "env.num_envs=1",
+            "agent.train_freq=4",
+            "agent.gradient_steps=1",
+            "agent.learning_rate=1e-4",
+            "agent.batch_size=32",
+            "agent.buffer_size=100000",
+            "agent.learning_starts=100000",
+            "agent.target_update_period=250",
+            "agent.exploration_steps=1000000",
+            "agent.eps_end=0.01",
+            "agent.loss=huber",
+            "agent.max_grad_norm=10",
+            "agent.anneal_lr=false",
+            "agent.double_q=false",
+            "agent.iteration_steps=10000",
+            "agent.compact_frames=true",
+        ),
+        "RL Baselines3 Zoo's Atari DQN (1e7 steps; its target refresh every 1,000 env steps is "
+        "250 updates here)",
+    ),
+    *_preset(
+        "atari",
+        ("ppo",),
+        ATARI,
+        (
+            "budget.env_steps=10000000",
+            "env.num_envs=8",
+            "agent.num_steps=128",
+            "agent.num_minibatches=4",
+            "agent.update_epochs=4",
+            "agent.learning_rate=2.5e-4",
+            "agent.clip_eps=0.1",
+            "agent.ent_coef=0.01",
+            "agent.shared_torso=true",
+            "agent.return_normalization=false",
+        ),
+        "CleanRL's ppo_atari.py (8 envs x 128 steps, 4 minibatches x 4 epochs, clip 0.1, one "
+        "Nature CNN for policy and value, 1e7 steps)",
+    ),
+)
+
+
+def choose(agent: str, env_id: str, choice: str) -> Preset | None:
+    """The preset `preset=<choice>` gives `agent` on `env_id`; None: the agent's defaults."""
+    if choice == NONE:
+        return None
+    mine = [p for p in PRESETS if p.agent == agent]
+    if choice == AUTO:
+        return next((p for p in mine if any(fnmatch.fnmatchcase(env_id, e) for e in p.envs)), None)
+    named = next((p for p in mine if p.name == choice), None)
+    if named is None:
+        valid = ", ".join([AUTO, NONE, *dict.fromkeys(p.name for p in mine)])
+        raise ConfigError(f"preset={choice} is not a preset of agent={agent}; valid: {valid}")
+    return named
+
+
+def key(setting: str) -> str:
+    return setting.partition("=")[0].lstrip("+~")
+
+
+def value(setting: str) -> Any:
+    """The value as the config holds it (YAML reads `1e-4` as a string; Hydra as a float)."""
+    text = setting.partition("=")[2]
+    parsed = yaml.safe_load(text)
+    if isinstance(parsed, str):
+        try:
+            return float(text)
+        except ValueError:
+            return parsed
+    return parsed
+
+
+def in_effect(preset: Preset, config: dict[str, Any]) -> list[str]:
+    """The settings of `preset` that a run's flat config (`{"agent.gamma": 0.9}`) still holds:
+    those the user did not override."""
+    held = []
+    for setting in preset.settings:
+        mine = config.get(key(setting))
+        wanted = value(setting)
+        same = list(mine) == list(wanted) if isinstance(wanted, list) else mine == wanted
+        if same and mine is not None:
+            held.append(setting)
+    return held
+
+
+def announce(cfg: RunConfig) -> str:
+    """A run's first output line: the preset, what it set, and how to change it."""
+    agent, env_id, config = cfg.agent.name, cfg.env.id, flatten(to_dict(cfg))
+    preset = None if cfg.preset == NONE else choose(agent, env_id, cfg.preset)
+    if preset is None:
+        fitting = choose(agent, env_id, AUTO)
+        why = (
+            f"preset=none (not {fitting.label})"
+            if fitting
+            else f"no preset for agent={agent} on env={env_id}"
+        )
+        return f"{why}: the agent's defaults, budget.env_steps={cfg.budget.env_steps:,.0f}"
+    held = " ".join(in_effect(preset, config)) or "every setting overridden"
+    return (
+        f"preset {preset.label}: {held} -- {preset.source}; your overrides win, preset=none for "
+        f"the agent's defaults"
+    )
