@@ -576,15 +576,26 @@ def _progress_line(trainer: Trainer, progress: Progress, out: ChunkOutput) -> st
 def peak_memory() -> dict[str, float]:
     """This process's peak resident memory (host env workers are processes of their own) and,
     where the devices report it (GPU, TPU), the largest peak of device memory in use, in GB."""
-    # Linux reports ru_maxrss in KiB, macOS in bytes.
-    scale = 1 if sys.platform == "darwin" else 1024
-    peaks = {
-        "peak_rss_gb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale / 1e9, 3)
-    }
+    peaks = {"peak_rss_gb": round(_peak_rss_bytes() / 1e9, 3)}
     device_peaks = [(d.memory_stats() or {}).get("peak_bytes_in_use") for d in jax.local_devices()]
     if any(p is not None for p in device_peaks):
         peaks["peak_device_memory_gb"] = round(max(p or 0 for p in device_peaks) / 1e9, 3)
     return peaks
+
+
+def _peak_rss_bytes() -> int:
+    """Linux's VmHWM: the high-water mark of this process's own memory. `ru_maxrss` keeps the
+    parent's across fork and exec (a run started from a 7 GB process reported 7 GB), so it is
+    only the fallback where /proc is missing (it is KiB on Linux, bytes on macOS)."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024  # kB
+    except OSError:
+        pass
+    scale = 1 if sys.platform == "darwin" else 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale
 
 
 def _summary(

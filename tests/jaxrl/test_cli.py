@@ -49,8 +49,9 @@ def test_seed_sweep_writes_a_run_per_seed(tmp_path: Path) -> None:
 
 
 def test_peak_memory_counts_gigabytes() -> None:
-    """ru_maxrss is KiB on Linux: a process that touched 0.5 GB reports at least 0.5 GB, not
-    1,000 times more or less."""
+    """A process that touched 0.5 GB reports at least 0.5 GB, not 1,000 times more or less,
+    and not its parent's memory: the suite's own process holds GBs by now, which ru_maxrss
+    would have passed on through fork and exec."""
     script = (
         "import numpy as np; from jaxrl.loop import peak_memory; "
         "a = np.ones(500_000_000 // 8); print(peak_memory()['peak_rss_gb'])"
