@@ -35,19 +35,11 @@ sys.path.insert(0, str(REPO))
 
 from jaxrl.cli import compose
 from jaxrl.loop import train
+from jaxrl.presets import ERL_PENDULUM
 
 DEFAULT_OUT = RESULTS / "erl_pendulum.md"
 QUIET = ["log.progress=false", "log.tensorboard=false", "checkpoint.every=1000"]
-TEST_CONFIG = [
-    "agent.hidden_sizes=[64,64]",
-    "agent.actor_lr=1e-3",
-    "agent.critic_lr=1e-3",
-    "agent.tau=0.005",
-    "agent.sync_period=1",
-    "agent.episodes_per_member=3",
-    "agent.updates_per_step=0.5",
-    "agent.buffer_size=100000",
-]
+TEST_CONFIG = list(ERL_PENDULUM)  # the pendulum preset
 
 
 @dataclass
@@ -115,7 +107,7 @@ def main() -> None:
         work = Path(tmp)
         rows.append(run("ERL Pendulum-v1, test config", [*pendulum, *TEST_CONFIG], work))
         print(markdown(rows[-1:], ""), flush=True)
-        rows.append(run("ERL Pendulum-v1, paper defaults", pendulum, work))
+        rows.append(run("ERL Pendulum-v1, paper defaults", [*pendulum, "preset=none"], work))
         print(markdown(rows[-1:], ""), flush=True)
         if args.brax_budget > 0 and importlib.util.find_spec("brax") is not None:
             brax = [

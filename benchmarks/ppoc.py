@@ -32,25 +32,15 @@ import envs
 from jaxrl.cli import compose
 from jaxrl.env import random_actions
 from jaxrl.loop import train
+from jaxrl.presets import PPO_PENDULUM
 from jaxrl.prng import make_key
 from jaxrl.rollout import run_episodes
 
 DEFAULT_OUT = RESULTS / "ppoc.md"
 QUIET = ["log.progress=false", "log.tensorboard=false", "checkpoint.every=1000"]
 AGENTS = ("ppo", "ppoc")
-# tests/agents/test_ppo.py's and test_ppoc.py's Pendulum settings.
-PENDULUM = [
-    "env=Pendulum-v1",
-    "env.num_envs=8",
-    "agent.num_steps=256",
-    "agent.num_minibatches=8",
-    "agent.update_epochs=10",
-    "agent.gamma=0.9",
-    "agent.learning_rate=1e-3",
-    "agent.ent_coef=0.0",
-    "agent.squash_actions=true",
-    "eval.episodes=32",
-]
+# tests/agents/test_ppo.py's and test_ppoc.py's Pendulum settings: the agents' pendulum preset.
+PENDULUM = ["env=Pendulum-v1", *PPO_PENDULUM, "eval.episodes=32"]
 # The PPO settings of benchmarks/results/ppo_brax_hopper.md's run, with PPOC's epochs and lr.
 BRAX = [
     "env.num_envs=32",

@@ -53,9 +53,8 @@ CARTPOLE = ("CartPole-v1",)
 PENDULUM = ("Pendulum-v1",)
 ATARI = ("ALE/*",)
 
-# PPO on Pendulum-v1 as benchmarks/results/ppoc.md ran PPO and PPOC side by side.
-PENDULUM_ON_POLICY = (
-    "budget.env_steps=200000",
+# PPO on Pendulum-v1 as benchmarks/ppoc.py runs PPO and PPOC side by side.
+PPO_PENDULUM = (
     "env.num_envs=8",
     "agent.num_steps=256",
     "agent.num_minibatches=8",
@@ -64,6 +63,18 @@ PENDULUM_ON_POLICY = (
     "agent.learning_rate=1e-3",
     "agent.ent_coef=0.0",
     "agent.squash_actions=true",
+)
+# ERL's Pendulum learner, faster than the paper's MuJoCo DDPG (benchmarks/erl_pendulum.py's
+# test config).
+ERL_PENDULUM = (
+    "agent.hidden_sizes=[64,64]",
+    "agent.actor_lr=1e-3",
+    "agent.critic_lr=1e-3",
+    "agent.tau=0.005",
+    "agent.sync_period=1",
+    "agent.episodes_per_member=3",
+    "agent.updates_per_step=0.5",
+    "agent.buffer_size=100000",
 )
 # MP-DQN's Goal settings (github.com/cycraig/MP-DQN, eec13eb, run_goal_pdqn.py): γ 0.95, replay
 # 20,000, learning from 128 transitions, one hidden layer of 256, Adam 1e-5 for x(s), rewards
@@ -159,17 +170,7 @@ PRESETS: tuple[Preset, ...] = (
         "pendulum",
         ("erl",),
         PENDULUM,
-        (
-            "budget.env_steps=62000",
-            "agent.hidden_sizes=[64,64]",
-            "agent.actor_lr=1e-3",
-            "agent.critic_lr=1e-3",
-            "agent.tau=0.005",
-            "agent.sync_period=1",
-            "agent.episodes_per_member=3",
-            "agent.updates_per_step=0.5",
-            "agent.buffer_size=100000",
-        ),
+        ("budget.env_steps=62000", *ERL_PENDULUM),
         "a faster learner than the paper's MuJoCo DDPG; -134 at 62k env steps "
         "(benchmarks/results/erl_pendulum.md, test config)",
     ),
@@ -177,7 +178,7 @@ PRESETS: tuple[Preset, ...] = (
         "pendulum",
         ("ppo", "ppoc"),
         PENDULUM,
-        PENDULUM_ON_POLICY,
+        ("budget.env_steps=200000", *PPO_PENDULUM),
         "PPO -211, PPOC -264 (2 seeds) at 200k env steps (benchmarks/results/ppoc.md)",
     ),
     *_preset(
