@@ -26,13 +26,15 @@ updates in blocks of 128 refreshes the target once per block: `target_update_per
 Atari (`env=ALE/Breakout-v5`: 84×84×4 uint8 frames, the Nature CNN is picked automatically):
 an `ALE/…` env picks the `atari` preset (jaxrl/presets.py), RL Baselines3 Zoo's DQN (1e7 steps,
 one update every 4 env steps, lr 1e-4, batch 32, 100k buffer and learning starts, ε 1 → 0.01
-over 1M steps, Huber loss, no Double DQN, compact frames). The Zoo refreshes its target every
-1000 env steps, which is 250 updates at one update per 4 steps. Nature DQN itself differs in:
+over 1M steps, Huber loss, no Double DQN, each frame stored once). The Zoo refreshes its target
+every 1000 env steps, which is 250 updates at one update per 4 steps. Nature DQN itself differs in:
 RMSProp lr 2.5e-4, 1M transitions, 50k learning starts, target every 10k updates
-(`agent.target_update_period=10000`), ε 1 → 0.1 over 1M frames. Memory: 100k Atari transitions
-with obs and next_obs stored apart are 5.6 GB of uint8 frames per seed; `agent.compact_frames=true`
-stores next_obs as its newest frame only (`jaxrl.offpolicy.FRAME_STACK_LAYOUT`, exact at
-truncations and terminations too): 3.5 GB.
+(`agent.target_update_period=10000`), ε 1 → 0.1 over 1M frames. Memory (`agent.frame_storage`,
+exact at truncations and terminations in every form): 100k Atari transitions with obs and
+next_obs stored whole (`full`) are 5.6 GB of uint8 frames per seed; `compact` stores next_obs as
+its newest frame only (`jaxrl.offpolicy.NEWEST_FRAME_LAYOUT`): 3.5 GB; `once` stores each frame
+once and rebuilds the stacks when sampling (`jaxrl.frame_replay`): 0.75 GB, and the Nature DQN's
+1M transitions 7.5 GB.
 """
 
 from __future__ import annotations
@@ -53,8 +55,9 @@ from jaxrl.datatypes import Agent, Array, EnvSpec, Key, Metrics, PyTree, Transit
 from jaxrl.env import Env, discrete_actions
 from jaxrl.networks import Dense, MLPTorso, NatureCNN, resolve_torso
 from jaxrl.offpolicy import (
-    FRAME_STACK_LAYOUT,
+    FRAMES_ONCE_LAYOUT,
     FULL_LAYOUT,
+    NEWEST_FRAME_LAYOUT,
     EpsilonGreedyConfig,
     Learner,
     epsilon,
@@ -64,6 +67,11 @@ from jaxrl.offpolicy import (
 )
 
 LOSSES = ("huber", "mse")
+FRAME_STORAGE = {
+    "full": FULL_LAYOUT,  # obs and next_obs whole
+    "compact": NEWEST_FRAME_LAYOUT,  # next_obs as its newest frame: k + 1 frames a transition
+    "once": FRAMES_ONCE_LAYOUT,  # each frame once: about one frame a transition
+}
 
 
 @dataclass(frozen=True)
@@ -99,8 +107,8 @@ class DQNConfig(EpsilonGreedyConfig):
     loss: str = "mse"  # huber (δ = 1) or mse (½ squared error)
     max_grad_norm: float = 10.0  # global-norm gradient clipping; 0 turns it off
     torso: str = "auto"  # auto: Nature CNN for [H, W, C] observations, MLP otherwise
-    # Frame-stacked images: store next_obs as its newest frame (jaxrl.offpolicy.FRAME_STACK_LAYOUT)
-    compact_frames: bool = False
+    # How frame-stacked images are stored (FRAME_STORAGE; full also for any other observation)
+    frame_storage: str = "full"
     hidden_sizes: tuple[int, ...] = (128, 128)
 
     def __post_init__(self) -> None:
@@ -114,6 +122,10 @@ class DQNConfig(EpsilonGreedyConfig):
         require(0 < self.tau <= 1, f"agent.tau={self.tau} must be in (0, 1]")
         require(self.loss in LOSSES, f"agent.loss='{self.loss}' is not one of: {', '.join(LOSSES)}")
         require(self.max_grad_norm >= 0, f"agent.max_grad_norm={self.max_grad_norm} must be >= 0")
+        require(
+            self.frame_storage in FRAME_STORAGE,
+            f"agent.frame_storage='{self.frame_storage}' is not one of: {', '.join(FRAME_STORAGE)}",
+        )
 
 
 class QNetwork(nn.Module):
@@ -279,13 +291,12 @@ def make_dqn(cfg: DQNConfig, env: Env, total_env_steps: float) -> Agent:
     """DQN on `env` through the off-policy driver; `total_env_steps` is the run's budget (the
     learning-rate annealing horizon)."""
     learner = make_learner(cfg, env.spec, total_env_steps)
-    layout = FULL_LAYOUT
-    if cfg.compact_frames:
+    layout = FRAME_STORAGE[cfg.frame_storage]
+    if cfg.frame_storage != "full":
         shape = env.spec.observation_space.shape
         require(
             len(shape) == 3 and shape[-1] >= 2,
-            f"agent.compact_frames=true needs frame-stacked image observations [H, W, k >= 2]; "
-            f"env '{env.spec.name}' has shape {shape}",
+            f"agent.frame_storage={cfg.frame_storage} needs frame-stacked image observations "
+            f"[H, W, k >= 2]; env '{env.spec.name}' has shape {shape} (valid for it: full)",
         )
-        layout = FRAME_STACK_LAYOUT
     return make_off_policy(cfg, env, learner, layout)

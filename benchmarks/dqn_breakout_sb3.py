@@ -122,7 +122,7 @@ def jaxrl_overrides(s: Settings) -> list[str]:
         f"agent.max_grad_norm={s.max_grad_norm}",
         f"agent.gamma={s.gamma}",
         "agent.double_q=false",
-        "agent.compact_frames=true",
+        "agent.frame_storage=compact",
         f"budget.env_steps={s.steps}",
         f"eval.every={s.steps // ITERATION_STEPS}",  # one evaluation, at the end
         f"eval.episodes={s.eval_episodes}",

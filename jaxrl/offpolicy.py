@@ -23,13 +23,16 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from jaxrl import replay
+from jaxrl import frame_replay, replay
 from jaxrl.config import require
 from jaxrl.datatypes import Action, Agent, Array, Key, Metrics, PyTree, Transition
 from jaxrl.env import Env, random_actions
+from jaxrl.frame_replay import FrameReplayState
 from jaxrl.networks import check_mlp
 from jaxrl.parallel import every_run
 from jaxrl.replay import ReplayState
+
+Buffer = ReplayState | FrameReplayState  # as the layout stores transitions (BufferLayout)
 
 
 @dataclass(frozen=True)
@@ -153,22 +156,33 @@ def random_stored_actions(learner: Learner, env: Env, key: Key) -> PyTree:
 
 class OffPolicyState(NamedTuple):
     learner: PyTree
-    buffer: ReplayState
+    buffer: Buffer
     env_steps: Array  # int32: env steps taken so far (all envs)
 
 
 class BufferLayout(NamedTuple):
-    """How transitions sit in the replay buffer: `encode` before `replay.add`, `decode` after
-    `replay.sample` (batched or not)."""
+    """How transitions sit in the replay buffer: the buffer a learner starts with (from one
+    example item, the capacity and the env batch), adding one step of the batch, and sampling a
+    minibatch of whole transitions. Buffers have a `size` (transitions held)."""
 
-    encode: Callable[[Transition], PyTree]
-    decode: Callable[[PyTree], Transition]
+    init: Callable[[Transition, int, int], PyTree]
+    add: Callable[[PyTree, Transition], PyTree]
+    sample: Callable[[PyTree, Key, int], Transition]
 
 
-FULL_LAYOUT = BufferLayout(encode=lambda t: t, decode=lambda t: t)
+FULL_LAYOUT = BufferLayout(
+    init=lambda example, capacity, num_envs: replay.init(example, capacity),
+    add=replay.add,
+    sample=replay.sample,
+)
 
 
-def _shift_in_newest_frame(t: PyTree) -> Transition:
+def newest_frame_only(t: Transition) -> Transition:
+    return t._replace(next_obs=t.next_obs[..., -1:])
+
+
+def shift_in_newest_frame(t: Transition) -> Transition:
+    """A transition of `newest_frame_only` with its next_obs stack rebuilt."""
     return t._replace(next_obs=jnp.concatenate([t.obs[..., 1:], t.next_obs], axis=-1))
 
 
@@ -179,8 +193,16 @@ def _shift_in_newest_frame(t: PyTree) -> Transition:
 # obs's episode, so its stack is obs's shifted by one frame; the next episode's reset frames are
 # never needed. The env must stack that way (the Atari and pixel/ pools do;
 # tests/agents/test_dqn.py checks both).
-FRAME_STACK_LAYOUT = BufferLayout(
-    encode=lambda t: t._replace(next_obs=t.next_obs[..., -1:]), decode=_shift_in_newest_frame
+NEWEST_FRAME_LAYOUT = BufferLayout(
+    init=lambda example, capacity, num_envs: replay.init(newest_frame_only(example), capacity),
+    add=lambda buffer, t: replay.add(buffer, newest_frame_only(t)),
+    sample=lambda buffer, key, n: shift_in_newest_frame(replay.sample(buffer, key, n)),
+)
+
+# Each frame stored once, stacks rebuilt when sampling (jaxrl/frame_replay.py): about one frame
+# per transition, exact at every episode end under the same condition as NEWEST_FRAME_LAYOUT.
+FRAMES_ONCE_LAYOUT = BufferLayout(
+    init=frame_replay.init, add=frame_replay.add, sample=frame_replay.sample
 )
 
 
@@ -266,7 +288,7 @@ def collect(
         setup.env, env_state, policy, key, setup.learner.env_action
     )
     state = state._replace(
-        buffer=replay.add(state.buffer, setup.layout.encode(transition)),
+        buffer=setup.layout.add(state.buffer, transition),
         env_steps=state.env_steps + setup.env.spec.num_envs,
     )
     done = info["episode_done"]
@@ -274,14 +296,14 @@ def collect(
 
 
 def learn(
-    setup: OffPolicySetup, learner_state: PyTree, buffer: ReplayState, key: Key
+    setup: OffPolicySetup, learner_state: PyTree, buffer: Buffer, key: Key
 ) -> tuple[PyTree, Metrics]:
     """`gradient_steps` learner updates on minibatches sampled from the buffer; mean metrics."""
     cfg = setup.cfg
 
     def one_update(ls: PyTree, k: Key) -> tuple[PyTree, Metrics]:
         sample_key, update_key = jax.random.split(k)
-        batch = setup.layout.decode(replay.sample(buffer, sample_key, cfg.batch_size))
+        batch = setup.layout.sample(buffer, sample_key, cfg.batch_size)
         return setup.learner.update(ls, batch, update_key)
 
     keys = jax.random.split(key, cfg.gradient_steps)
@@ -336,7 +358,7 @@ def train_step(
 def init(setup: OffPolicySetup, key: Key) -> OffPolicyState:
     """The learner's fresh state and an empty buffer."""
     example = example_transition(setup.env, setup.learner)
-    buffer = replay.init(setup.layout.encode(example), setup.cfg.buffer_size)
+    buffer = setup.layout.init(example, setup.cfg.buffer_size, setup.env.spec.num_envs)
     return OffPolicyState(setup.learner.init(key), buffer, jnp.zeros((), jnp.int32))
 
 

@@ -263,7 +263,7 @@ PRESETS: tuple[Preset, ...] = (
             "agent.anneal_lr=false",
             "agent.double_q=false",
             "agent.iteration_steps=10000",
-            "agent.compact_frames=true",
+            "agent.frame_storage=once",
         ),
         "RL Baselines3 Zoo's Atari DQN (1e7 steps; its target refresh every 1,000 env steps is "
         "250 updates here)",

@@ -398,17 +398,18 @@ ATARI = DQNConfig(
 
 
 @pytest.mark.slow
-def test_atari_breakout_smoke_and_compact_frame_layout():
+def test_atari_breakout_smoke_and_frame_storage():
     """ALE/Breakout-v5 (4 envs): uint8 [84, 84, 4] frames through the Nature CNN, 2048 env steps
     into a 2048-transition buffer, 36 updates (rounds 8..16 of 128 steps, 4 each): finite,
-    positive losses. The same run with `compact_frames=true` (next_obs stored as its newest frame)
-    must store exactly the same transitions once decoded (the keys are the same), at 5/8 of the
-    frame memory, and give the same losses. Checked first on the full buffer: every stored
-    next_obs is obs shifted by one frame, at life losses (terminated) and game ends too, which
-    is what makes the compact layout exact."""
+    positive losses. The same run with `frame_storage=compact` (next_obs stored as its newest
+    frame) and `frame_storage=once` (each frame once) must store exactly the same transitions once
+    rebuilt (the keys are the same), in 5/8 and about 1/8 of the frame memory, and give the same
+    losses. Checked first on the full buffer: every stored next_obs is obs shifted by one frame,
+    at life losses (terminated) and game ends too, which is what makes both layouts exact."""
     pytest.importorskip("ale_py")
     from envs.atari import AtariConfig
-    from jaxrl.offpolicy import FRAME_STACK_LAYOUT
+    from jaxrl import frame_replay
+    from jaxrl.offpolicy import shift_in_newest_frame
 
     env = envs.make(AtariConfig(id="ALE/Breakout-v5"), num_envs=4)
     assert env.spec.observation_space.shape == (84, 84, 4) and env.spec.action_space.n == 4
@@ -420,25 +421,40 @@ def test_atari_breakout_smoke_and_compact_frame_layout():
     np.testing.assert_array_equal(full.next_obs[..., :-1], full.obs[..., 1:])
     loss = float(full_metrics[-1]["loss"])
     assert np.isfinite(loss) and loss > 0
+    frame_bytes = full.obs.nbytes + full.next_obs.nbytes
 
-    compact_cfg = dataclasses.replace(ATARI, compact_frames=True)
-    compact_state, _, compact_metrics = run_dqn(env, compact_cfg, 2)
+    compact_state, _, compact_metrics = run_dqn(
+        env, dataclasses.replace(ATARI, frame_storage="compact"), 2
+    )
     stored = compact_state.buffer.data
     assert stored.next_obs.shape == (2048, 84, 84, 1)
-    frame_bytes = lambda t: t.obs.nbytes + t.next_obs.nbytes
-    assert frame_bytes(stored) / frame_bytes(full) == 5 / 8
-    decoded = jax.tree.map(np.asarray, FRAME_STACK_LAYOUT.decode(stored))
+    assert (stored.obs.nbytes + stored.next_obs.nbytes) / frame_bytes == 5 / 8
+    rebuilt = jax.tree.map(np.asarray, shift_in_newest_frame(stored))
     for name, value in full._asdict().items():
-        np.testing.assert_array_equal(getattr(decoded, name), value, err_msg=name)
+        np.testing.assert_array_equal(getattr(rebuilt, name), value, err_msg=name)
     np.testing.assert_allclose(compact_metrics[-1]["loss"], loss, rtol=1e-6)
-    q = QNetwork(4, "nature_cnn").apply(compact_state.learner.params, full.obs[:3])
+
+    once_state, _, once_metrics = run_dqn(env, dataclasses.replace(ATARI, frame_storage="once"), 2)
+    frames = once_state.buffer.frames
+    # 2048 next frames and 4 for each episode begun (4 at the start, one after each end but the
+    # last step's); the ring: 2048 + 128 + 2·4·25
+    begun = 4 + int((full.terminated | full.truncated)[:-4].sum())
+    assert int(frames.size) == 2048 + 4 * begun
+    assert frames.data.nbytes / frame_bytes == (2048 + 128 + 200) / (8 * 2048)
+    assert int(frame_replay.live_start(once_state.buffer)) == 0
+    rebuilt = jax.tree.map(np.asarray, frame_replay.gather(once_state.buffer, jnp.arange(2048)))
+    for name, value in full._asdict().items():
+        np.testing.assert_array_equal(getattr(rebuilt, name), value, err_msg=name)
+    np.testing.assert_allclose(once_metrics[-1]["loss"], loss, rtol=1e-6)
+    q = QNetwork(4, "nature_cnn").apply(once_state.learner.params, full.obs[:3])
     assert q.shape == (3, 4) and np.isfinite(q).all()
 
 
-def test_compact_frames_needs_stacked_images():
+@pytest.mark.parametrize("storage", ["compact", "once"])
+def test_frame_storage_needs_stacked_images(storage: str):
     env = envs.make(EnvConfig("CartPole-v1"), num_envs=1)
-    with pytest.raises(ConfigError, match="compact_frames=true needs frame-stacked image"):
-        make_dqn(DQNConfig(compact_frames=True), env, total_env_steps=1e4)
+    with pytest.raises(ConfigError, match=f"frame_storage={storage} needs frame-stacked image"):
+        make_dqn(DQNConfig(frame_storage=storage), env, total_env_steps=1e4)
 
 
 @pytest.mark.parametrize(
@@ -464,7 +480,7 @@ def test_nature_cnn_conv_gradients_match_xla(size: int, kernel: int, stride: int
 
 def test_pixel_cartpole_frames_shift_as_the_compact_layout_needs():
     """pixel/CartPole-v1 under random actions (episodes of a few agent steps): every step's
-    final_obs is its obs shifted by one frame, at episode ends too, so `compact_frames=true`
+    final_obs is its obs shifted by one frame, at episode ends too, so `frame_storage=compact`
     stores it exactly."""
     env = envs.make(HostEnvConfig(id="pixel/CartPole-v1"), num_envs=4)
     step = jax.jit(env.step)

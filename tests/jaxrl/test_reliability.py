@@ -295,9 +295,14 @@ BAD_INPUT: list[tuple[str, tuple[str, ...], str]] = [
         "error: agent.buffer_size=100 must hold a generation's rollouts",
     ),
     (
-        "compact-frames-on-vectors",
-        ("agent=dqn", "agent.compact_frames=true"),
-        "error: agent.compact_frames=true needs frame-stacked image observations",
+        "frames-once-on-vectors",
+        ("agent=dqn", "agent.frame_storage=once"),
+        "error: agent.frame_storage=once needs frame-stacked image observations",
+    ),
+    (
+        "unknown-frame-storage",
+        ("agent=dqn", "agent.frame_storage=packed"),
+        "error: agent.frame_storage='packed' is not one of: full, compact, once",
     ),
     ("log-dir-is-a-file", ("log.dir={file}",), "error: log.dir={file}: cannot be a run directory"),
     (
