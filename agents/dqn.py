@@ -4,7 +4,10 @@
 `target_update_period` updates (a hard copy with τ = 1, Polyak averaging with τ < 1), Huber or
 squared TD loss, global-norm gradient clipping, and an MLP (vector observations) or Nature CNN
 (image observations) Q-network. The replay buffer, learning starts, `train_freq` and
-`gradient_steps` are `jaxrl.offpolicy`'s; this module is the learner.
+`gradient_steps` are `jaxrl.offpolicy`'s; this module is the learner. Three of Rainbow's pieces
+(Hessel et al. 2018) are options: n-step returns (`n_step`, summed by the driver), dueling heads
+(`dueling`, Wang et al. 2016) and proportional prioritised replay (`prioritized`, Schaul et al.
+2016; `jaxrl.prioritized`), whose importance weights scale each sample's loss.
 
 Bootstrapping: the driver stores the true successor (`final_obs`) of every step, so a truncated
 step bootstraps from the last observation of its episode; the target masks the bootstrap with
@@ -49,7 +52,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from jaxrl import optimizers
+from jaxrl import optimizers, prioritized
 from jaxrl.config import require
 from jaxrl.datatypes import Agent, Array, EnvSpec, Key, Metrics, PyTree, Transition
 from jaxrl.env import Env, discrete_actions
@@ -62,9 +65,11 @@ from jaxrl.offpolicy import (
     Learner,
     epsilon,
     epsilon_greedy,
+    first_update_after,
     make_off_policy,
     soft_update,
 )
+from jaxrl.prioritized import Prioritization
 
 LOSSES = ("huber", "mse")
 FRAME_STORAGE = {
@@ -87,6 +92,9 @@ class DQNConfig(EpsilonGreedyConfig):
         "tau",
         "max_grad_norm",
         "gamma",
+        "priority_exponent",
+        "importance_exponent",
+        "priority_epsilon",
     )
     name: str = "dqn"
     learning_rate: float = 2e-3
@@ -109,6 +117,14 @@ class DQNConfig(EpsilonGreedyConfig):
     torso: str = "auto"  # auto: Nature CNN for [H, W, C] observations, MLP otherwise
     # How frame-stacked images are stored (FRAME_STORAGE; full also for any other observation)
     frame_storage: str = "full"
+    n_step: int = 1  # rewards summed before the bootstrap (Rainbow's multi-step targets: 3)
+    dueling: bool = False  # Q = V + A − mean A, two linear heads on the torso (Wang et al. 2016)
+    # Prioritised replay (jaxrl/prioritized.py; Schaul et al. 2016's proportional variant): α,
+    # β at the start (annealed to 1 over the budget) and ε, the paper's Atari values.
+    prioritized: bool = False
+    priority_exponent: float = 0.6
+    importance_exponent: float = 0.4
+    priority_epsilon: float = 1e-6
     hidden_sizes: tuple[int, ...] = (128, 128)
 
     def __post_init__(self) -> None:
@@ -122,6 +138,8 @@ class DQNConfig(EpsilonGreedyConfig):
         require(0 < self.tau <= 1, f"agent.tau={self.tau} must be in (0, 1]")
         require(self.loss in LOSSES, f"agent.loss='{self.loss}' is not one of: {', '.join(LOSSES)}")
         require(self.max_grad_norm >= 0, f"agent.max_grad_norm={self.max_grad_norm} must be >= 0")
+        require(self.n_step >= 1, f"agent.n_step={self.n_step} must be >= 1")
+        prioritized.check(self.priority_exponent, self.importance_exponent, self.priority_epsilon)
         require(
             self.frame_storage in FRAME_STORAGE,
             f"agent.frame_storage='{self.frame_storage}' is not one of: {', '.join(FRAME_STORAGE)}",
@@ -135,6 +153,7 @@ class QNetwork(nn.Module):
     torso: str = "mlp"  # "mlp" or "nature_cnn" (resolved by `resolve_torso`)
     hidden_sizes: Sequence[int] = (128, 128)  # MLP torso only
     activation: str = "relu"
+    dueling: bool = False  # a value head and an advantage head (`dueling_q`)
 
     @nn.compact
     def __call__(self, obs: Array) -> Array:
@@ -142,7 +161,18 @@ class QNetwork(nn.Module):
             features = NatureCNN()(obs)
         else:
             features = MLPTorso(self.hidden_sizes, self.activation)(obs.astype(jnp.float32))
-        return Dense(self.num_actions, kernel_init=nn.initializers.orthogonal(1.0))(features)
+        head = lambda n, name: Dense(n, kernel_init=nn.initializers.orthogonal(1.0), name=name)
+        if self.dueling:
+            return dueling_q(
+                head(1, "value")(features), head(self.num_actions, "advantage")(features)
+            )
+        return head(self.num_actions, None)(features)
+
+
+def dueling_q(value: Array, advantage: Array) -> Array:
+    """Q(s, a) = V(s) + A(s, a) − mean_a A(s, a): the mean makes V and A identifiable (Wang et al.
+    2016, eq. 9), so that V is the mean of the Q-values."""
+    return value + advantage - advantage.mean(axis=-1, keepdims=True)
 
 
 class DQNState(NamedTuple):
@@ -157,11 +187,12 @@ def td_target(
     q_next_target: Array,
     reward: Array,
     terminated: Array,
-    gamma: float,
+    gamma: float | Array,
     double_q: bool,
 ) -> Array:
     """r + γ·(1 − terminated)·Q_target(s', a'), with a' = argmax Q_online(s') (Double DQN) or
-    argmax Q_target(s'). Truncation is not an argument: a truncated step bootstraps like any
+    argmax Q_target(s'); for n-step returns r is the discounted sum and γ per sample the
+    transition's `discount`. Truncation is not an argument: a truncated step bootstraps like any
     other, from s' = its episode's final observation."""
     chooser = q_next_online if double_q else q_next_target
     next_action = jnp.argmax(chooser, axis=-1)
@@ -179,11 +210,10 @@ def td_loss(error: Array, kind: str) -> Array:
 
 def num_updates(cfg: DQNConfig, num_envs: int, total_env_steps: float) -> int:
     """Gradient updates in a run of `total_env_steps`: `gradient_steps` after every round of
-    `train_freq` batched steps that ends with at least max(learning_starts, batch_size) steps
-    taken (the driver's rule)."""
+    `train_freq` batched steps that ends with the driver's `first_update_after` steps taken."""
     per_round = num_envs * cfg.train_freq
     rounds = int(total_env_steps) // per_round
-    first = -(-max(cfg.learning_starts, cfg.batch_size) // per_round)  # first learning round
+    first = -(-first_update_after(cfg, num_envs, cfg.n_step) // per_round)  # first learning round
     return max(rounds - first + 1, 0) * cfg.gradient_steps
 
 
@@ -219,19 +249,29 @@ def act(setup: DQNSetup, state: DQNState, obs: Array, key: Key, deterministic: b
 
 
 def loss_fn(
-    setup: DQNSetup, params: PyTree, state: DQNState, batch: Transition
-) -> tuple[Array, Metrics]:
-    """The mean TD loss of a minibatch against the (Double) DQN target of `state`'s target net."""
+    setup: DQNSetup,
+    params: PyTree,
+    state: DQNState,
+    batch: Transition,
+    weights: Array | None = None,
+) -> tuple[Array, tuple[Metrics, Array]]:
+    """The mean TD loss of a minibatch against the (Double) DQN target of `state`'s target net,
+    each sample's loss times its importance weight under prioritised replay; (metrics, TD
+    errors)."""
     cfg, net = setup.cfg, setup.net
     q = net.apply(params, batch.obs)
     q_taken = jnp.take_along_axis(q, batch.action[:, None].astype(jnp.int32), axis=-1)[:, 0]
     q_next_target = net.apply(state.target_params, batch.next_obs)
     q_next_online = net.apply(params, batch.next_obs) if cfg.double_q else q_next_target
+    discount = cfg.gamma if batch.discount is None else batch.discount
     target = td_target(
-        q_next_online, q_next_target, batch.reward, batch.terminated, cfg.gamma, cfg.double_q
+        q_next_online, q_next_target, batch.reward, batch.terminated, discount, cfg.double_q
     )
     error = q_taken - jax.lax.stop_gradient(target)
-    return td_loss(error, cfg.loss).mean(), {"q_mean": q_taken.mean()}
+    losses = td_loss(error, cfg.loss)
+    if weights is not None:
+        losses = weights * losses
+    return losses.mean(), ({"q_mean": q_taken.mean()}, error)
 
 
 def update(
@@ -239,9 +279,24 @@ def update(
 ) -> tuple[DQNState, Metrics]:
     """One gradient step; the target moves every `target_update_period` updates."""
     del key  # DQN's update is deterministic given the minibatch
+    state, metrics, _ = gradient_step(setup, state, batch, None)
+    return state, metrics
+
+
+def weighted_update(
+    setup: DQNSetup, state: DQNState, batch: Transition, weights: Array, key: Key
+) -> tuple[DQNState, Metrics, Array]:
+    """`update` under prioritised replay: the samples' losses weighted; their TD errors back."""
+    del key
+    return gradient_step(setup, state, batch, weights)
+
+
+def gradient_step(
+    setup: DQNSetup, state: DQNState, batch: Transition, weights: Array | None
+) -> tuple[DQNState, Metrics, Array]:
     cfg = setup.cfg
-    (loss, metrics), grads = jax.value_and_grad(
-        lambda p: loss_fn(setup, p, state, batch), has_aux=True
+    (loss, (metrics, error)), grads = jax.value_and_grad(
+        lambda p: loss_fn(setup, p, state, batch, weights), has_aux=True
     )(state.params)
     updates, opt_state = setup.tx.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
@@ -252,7 +307,7 @@ def update(
         lambda new, old: jnp.where(refresh, new, old), refreshed, state.target_params
     )
     metrics = {**metrics, "loss": loss, "grad_norm": optax.tree.norm(grads)}
-    return DQNState(params, target_params, opt_state, count), metrics
+    return DQNState(params, target_params, opt_state, count), metrics, error
 
 
 def make_learner(cfg: DQNConfig, spec: EnvSpec, total_env_steps: float) -> Learner:
@@ -261,7 +316,7 @@ def make_learner(cfg: DQNConfig, spec: EnvSpec, total_env_steps: float) -> Learn
     space = discrete_actions(spec, "dqn", "for continuous actions use ddpg, td3 or sac")
     obs_space = spec.observation_space
     torso = resolve_torso(cfg.torso, obs_space.shape, cfg.name)
-    net = QNetwork(space.n, torso, cfg.hidden_sizes, cfg.activation)
+    net = QNetwork(space.n, torso, cfg.hidden_sizes, cfg.activation, cfg.dueling)
     learning_rate: optax.ScalarOrSchedule = cfg.learning_rate
     if cfg.anneal_lr:
         horizon = max(num_updates(cfg, spec.num_envs, total_env_steps), 1)
@@ -280,6 +335,7 @@ def make_learner(cfg: DQNConfig, spec: EnvSpec, total_env_steps: float) -> Learn
         ),
         act=functools.partial(act, setup),
         update=functools.partial(update, setup),
+        weighted_update=functools.partial(weighted_update, setup),
         params=lambda state: state.params,
         action_value=lambda state, obs, action: jnp.take_along_axis(
             setup.net.apply(state.params, obs), action[..., None].astype(jnp.int32), axis=-1
@@ -299,4 +355,9 @@ def make_dqn(cfg: DQNConfig, env: Env, total_env_steps: float) -> Agent:
             f"agent.frame_storage={cfg.frame_storage} needs frame-stacked image observations "
             f"[H, W, k >= 2]; env '{env.spec.name}' has shape {shape} (valid for it: full)",
         )
-    return make_off_policy(cfg, env, learner, layout)
+    prioritization = None
+    if cfg.prioritized:
+        prioritization = Prioritization(
+            cfg.priority_exponent, cfg.importance_exponent, cfg.priority_epsilon, total_env_steps
+        )
+    return make_off_policy(cfg, env, learner, layout, cfg.n_step, prioritization)

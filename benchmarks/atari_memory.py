@@ -62,7 +62,7 @@ def run(storage: str, size: int, env_steps: int, learning_starts: int) -> dict:
             f"agent.learning_starts={learning_starts}",
             "agent.iteration_steps=1000",
             f"budget.env_steps={env_steps}",
-            f"eval.every={env_steps}",  # more iterations than the run has: one evaluation, at the end
+            f"eval.every={env_steps}",  # more iterations than the run has: one, at the end
             "eval.episodes=1",
             f"log.dir={tmp}/run",
             "log.progress=false",

@@ -177,6 +177,9 @@ class Transition(NamedTuple):
     terminated: Array
     truncated: Array
     next_obs: Array  # the true successor: `final_obs` of the step, not the reset observation
+    # What the bootstrap from next_obs is discounted by, where it is not the agent's γ: γ^m of
+    # an m-step return (`jaxrl.offpolicy.n_step_transitions`); None (not stored) otherwise.
+    discount: Array | None = None
 
 
 class Agent(NamedTuple):

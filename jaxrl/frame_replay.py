@@ -146,6 +146,11 @@ def add(state: FrameReplayState, items: Transition) -> FrameReplayState:
     )
 
 
+def capacity(state: FrameReplayState) -> int:
+    """Transitions the buffer holds at most."""
+    return replay.capacity(state.steps)
+
+
 def _ring_position(ring: ReplayState, age_order: Array) -> Array:
     """The row of the item `age_order` places after the oldest one held."""
     cap = replay.capacity(ring)
@@ -179,12 +184,26 @@ def live_start(state: FrameReplayState) -> Array:
     return jnp.where(overwrote, jnp.minimum(first, jnp.maximum(steps.size - 1, 0)), 0)
 
 
-def sample_rows(state: FrameReplayState, key: Key, batch_size: int) -> Array:
+def sample_rows(
+    state: FrameReplayState, key: Key, batch_size: int, newest_excluded: int = 0
+) -> Array:
     """Rows of the step ring drawn uniformly with replacement from the transitions whose frames
-    are kept; while all are, the same rows `jaxrl.replay.sample` draws with the same key."""
+    are kept, but the newest `newest_excluded`; the same rows `jaxrl.replay.sample_rows` draws
+    with the same key while every frame is kept."""
     start = live_start(state)
-    draw = jax.random.randint(key, (batch_size,), 0, jnp.maximum(state.steps.size - start, 1))
-    return jnp.where(start == 0, draw, _ring_position(state.steps, start + draw))
+    count = state.steps.size - start - newest_excluded
+    draw = jax.random.randint(key, (batch_size,), 0, jnp.maximum(count, 1))
+    rows = _ring_position(state.steps, start + draw)
+    return jnp.where(start == 0, draw, rows) if newest_excluded == 0 else rows
+
+
+def eligible_rows(state: FrameReplayState, newest_excluded: int = 0) -> Array:
+    """bool per row of the step ring: a transition whose frames are kept (from `live_start`),
+    and not one of the newest `newest_excluded`."""
+    steps = state.steps
+    cap = replay.capacity(steps)
+    age = jnp.mod(jnp.arange(cap) - (steps.position - steps.size), cap)
+    return (age >= live_start(state)) & (age < steps.size - newest_excluded)
 
 
 def gather(state: FrameReplayState, rows: Array) -> Transition:

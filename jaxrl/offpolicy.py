@@ -23,16 +23,20 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from jaxrl import frame_replay, replay
+from jaxrl import frame_replay, prioritized, replay
 from jaxrl.config import require
 from jaxrl.datatypes import Action, Agent, Array, Key, Metrics, PyTree, Transition
 from jaxrl.env import Env, random_actions
 from jaxrl.frame_replay import FrameReplayState
 from jaxrl.networks import check_mlp
 from jaxrl.parallel import every_run
+from jaxrl.prioritized import Prioritization, PrioritizedBuffer
 from jaxrl.replay import ReplayState
 
-Buffer = ReplayState | FrameReplayState  # as the layout stores transitions (BufferLayout)
+# As the layout stores transitions (BufferLayout), with priorities around it when prioritised.
+Buffer = ReplayState | FrameReplayState | PrioritizedBuffer
+# (state, minibatch, importance weights, key) -> (state, metrics, TD errors per transition)
+WeightedUpdate = Callable[[PyTree, Transition, Array, Key], tuple[PyTree, Metrics, Array]]
 
 
 @dataclass(frozen=True)
@@ -140,6 +144,8 @@ class Learner(NamedTuple):
     # (key, batch size) -> uniformly random stored actions for the warm-up; None: the env's
     # uniformly random actions (`jaxrl.env.random_actions`).
     random_action: Callable[[Key, int], PyTree] | None = None
+    # The update under prioritised replay (`jaxrl.prioritized`); None: the learner has none.
+    weighted_update: WeightedUpdate | None = None
 
 
 def to_env_actions(learner: Learner, actions: PyTree) -> Action:
@@ -162,18 +168,26 @@ class OffPolicyState(NamedTuple):
 
 class BufferLayout(NamedTuple):
     """How transitions sit in the replay buffer: the buffer a learner starts with (from one
-    example item, the capacity and the env batch), adding one step of the batch, and sampling a
-    minibatch of whole transitions. Buffers have a `size` (transitions held)."""
+    example item, the capacity and the env batch), adding one step of the batch, drawing rows
+    (key, batch size, newest rows left out) and reading whole transitions at rows. A step of the
+    batch fills consecutive rows (modulo `capacity`), env by env, so an env's next transition
+    sits `num_envs` rows after its last. Buffers have a `size` (transitions held)."""
 
     init: Callable[[Transition, int, int], PyTree]
     add: Callable[[PyTree, Transition], PyTree]
-    sample: Callable[[PyTree, Key, int], Transition]
+    sample_rows: Callable[[PyTree, Key, int, int], Array]
+    gather: Callable[[PyTree, Array], Transition]
+    capacity: Callable[[PyTree], int]
+    eligible_rows: Callable[[PyTree, int], Array]  # bool per row: may be drawn (prioritised)
 
 
 FULL_LAYOUT = BufferLayout(
     init=lambda example, capacity, num_envs: replay.init(example, capacity),
     add=replay.add,
-    sample=replay.sample,
+    sample_rows=replay.sample_rows,
+    gather=replay.gather,
+    capacity=replay.capacity,
+    eligible_rows=replay.eligible_rows,
 )
 
 
@@ -196,13 +210,21 @@ def shift_in_newest_frame(t: Transition) -> Transition:
 NEWEST_FRAME_LAYOUT = BufferLayout(
     init=lambda example, capacity, num_envs: replay.init(newest_frame_only(example), capacity),
     add=lambda buffer, t: replay.add(buffer, newest_frame_only(t)),
-    sample=lambda buffer, key, n: shift_in_newest_frame(replay.sample(buffer, key, n)),
+    sample_rows=replay.sample_rows,
+    gather=lambda buffer, rows: shift_in_newest_frame(replay.gather(buffer, rows)),
+    capacity=replay.capacity,
+    eligible_rows=replay.eligible_rows,
 )
 
 # Each frame stored once, stacks rebuilt when sampling (jaxrl/frame_replay.py): about one frame
 # per transition, exact at every episode end under the same condition as NEWEST_FRAME_LAYOUT.
 FRAMES_ONCE_LAYOUT = BufferLayout(
-    init=frame_replay.init, add=frame_replay.add, sample=frame_replay.sample
+    init=frame_replay.init,
+    add=frame_replay.add,
+    sample_rows=frame_replay.sample_rows,
+    gather=frame_replay.gather,
+    capacity=frame_replay.capacity,
+    eligible_rows=frame_replay.eligible_rows,
 )
 
 
@@ -258,6 +280,8 @@ class OffPolicySetup(NamedTuple):
     layout: BufferLayout
     rounds: int  # rounds of (train_freq batched steps, gradient_steps updates) per iteration
     learn_after: int  # env steps (and buffered transitions) before the first update
+    n_step: int  # steps summed in a sampled return (1: one-step transitions)
+    prioritization: Prioritization | None  # None: uniform sampling
 
 
 def exploring_policy(
@@ -287,28 +311,107 @@ def collect(
     env_state, transition, info = env_step_transitions(
         setup.env, env_state, policy, key, setup.learner.env_action
     )
-    state = state._replace(
-        buffer=setup.layout.add(state.buffer, transition),
-        env_steps=state.env_steps + setup.env.spec.num_envs,
-    )
+    num_envs = setup.env.spec.num_envs
+    if setup.prioritization is None:
+        buffer = setup.layout.add(state.buffer, transition)
+    else:
+        buffer = state.buffer._replace(items=setup.layout.add(state.buffer.items, transition))
+        buffer = prioritized.add_priorities(buffer, num_envs)
+    state = state._replace(buffer=buffer, env_steps=state.env_steps + num_envs)
     done = info["episode_done"]
     return (state, env_state), (done.sum(), jnp.where(done, info["episode_return"], 0).sum())
 
 
+def n_step_transitions(steps: Transition, gamma: float) -> Transition:
+    """Transitions of n-step returns from n consecutive transitions of each env (leading axis n):
+    R = Σ_m γ^m r_m up to and including the first step that ended its episode (or the n-th), whose
+    flags and next_obs the result takes, with `discount` γ^(steps summed) for its bootstrap."""
+    n = steps.reward.shape[0]
+    ended = steps.terminated | steps.truncated
+    counted = (jnp.cumsum(ended, axis=0) - ended) == 0  # no end before step m
+    last = jnp.where(ended.any(axis=0), jnp.argmax(ended, axis=0), n - 1)
+    powers = gamma ** jnp.arange(n, dtype=jnp.float32)
+    powers = powers.reshape(n, *(1,) * (steps.reward.ndim - 1))
+    reward = (powers * steps.reward * counted).sum(axis=0)
+
+    def at_last(x: Array) -> Array:
+        index = last.reshape(1, *last.shape, *(1,) * (x.ndim - last.ndim - 1))
+        return jnp.take_along_axis(x, index, axis=0)[0]
+
+    return Transition(
+        steps.obs[0],
+        jax.tree.map(lambda a: a[0], steps.action),
+        reward,
+        at_last(steps.terminated),
+        at_last(steps.truncated),
+        at_last(steps.next_obs),
+        (gamma ** (last + 1).astype(jnp.float32)),
+    )
+
+
+def newest_excluded(setup: OffPolicySetup) -> int:
+    """Stored transitions that cannot start a sampled return: the newest n − 1 steps of the batch,
+    whose successors are not written yet."""
+    return (setup.n_step - 1) * setup.env.spec.num_envs
+
+
+def minibatch_at(setup: OffPolicySetup, buffer: Buffer, rows: Array) -> Transition:
+    """The transitions at `rows`, as `n_step` returns when it is above 1 (an env's next
+    transition is `num_envs` rows on)."""
+    layout, n = setup.layout, setup.n_step
+    if n == 1:
+        return layout.gather(buffer, rows)
+    num_envs = setup.env.spec.num_envs
+    following = jnp.mod(
+        rows[None] + num_envs * jnp.arange(n, dtype=rows.dtype)[:, None], layout.capacity(buffer)
+    )
+    return n_step_transitions(layout.gather(buffer, following), setup.cfg.gamma)
+
+
+def sample_batch(setup: OffPolicySetup, buffer: Buffer, key: Key) -> Transition:
+    """A minibatch of uniformly drawn transitions (of n-step returns: `minibatch_at`)."""
+    rows = setup.layout.sample_rows(buffer, key, setup.cfg.batch_size, newest_excluded(setup))
+    return minibatch_at(setup, buffer, rows)
+
+
+Priorities = tuple[ReplayState, Array]  # a PrioritizedBuffer's priorities and max_priority
+
+
 def learn(
-    setup: OffPolicySetup, learner_state: PyTree, buffer: Buffer, key: Key
-) -> tuple[PyTree, Metrics]:
-    """`gradient_steps` learner updates on minibatches sampled from the buffer; mean metrics."""
-    cfg = setup.cfg
-
-    def one_update(ls: PyTree, k: Key) -> tuple[PyTree, Metrics]:
-        sample_key, update_key = jax.random.split(k)
-        batch = setup.layout.sample(buffer, sample_key, cfg.batch_size)
-        return setup.learner.update(ls, batch, update_key)
-
+    setup: OffPolicySetup, learner_state: PyTree, buffer: Buffer, env_steps: Array, key: Key
+) -> tuple[PyTree, Priorities | None, Metrics]:
+    """`gradient_steps` learner updates on minibatches sampled from the buffer: the learner's
+    state, the buffer's new priorities (None without prioritised replay) and mean metrics."""
+    cfg, learner, p = setup.cfg, setup.learner, setup.prioritization
     keys = jax.random.split(key, cfg.gradient_steps)
-    learner_state, metrics = jax.lax.scan(one_update, learner_state, keys)
-    return learner_state, jax.tree.map(jnp.mean, metrics)
+    if p is None:
+
+        def one_update(ls: PyTree, k: Key) -> tuple[PyTree, Metrics]:
+            sample_key, update_key = jax.random.split(k)
+            return learner.update(ls, sample_batch(setup, buffer, sample_key), update_key)
+
+        learner_state, metrics = jax.lax.scan(one_update, learner_state, keys)
+        return learner_state, None, jax.tree.map(jnp.mean, metrics)
+
+    eligible = setup.layout.eligible_rows(buffer.items, newest_excluded(setup))
+
+    def one_weighted_update(
+        carry: tuple[PyTree, Priorities], k: Key
+    ) -> tuple[tuple[PyTree, Priorities], Metrics]:
+        ls, (priorities, max_priority) = carry
+        drawn = buffer._replace(priorities=priorities, max_priority=max_priority)
+        sample_key, update_key = jax.random.split(k)
+        rows, weights = prioritized.sample_rows(
+            drawn, eligible, sample_key, cfg.batch_size, p, env_steps
+        )
+        batch = minibatch_at(setup, buffer.items, rows)
+        ls, metrics, td_errors = learner.weighted_update(ls, batch, weights, update_key)
+        drawn = prioritized.with_td_errors(drawn, rows, td_errors, p)
+        return (ls, (drawn.priorities, drawn.max_priority)), metrics
+
+    start = (learner_state, (buffer.priorities, buffer.max_priority))
+    (learner_state, priorities), metrics = jax.lax.scan(one_weighted_update, start, keys)
+    return learner_state, priorities, jax.tree.map(jnp.mean, metrics)
 
 
 def one_round(
@@ -320,10 +423,14 @@ def one_round(
     (state, env_state), (ends, returns) = jax.lax.scan(
         functools.partial(collect, setup), carry, jax.random.split(collect_key, cfg.train_freq)
     )
-    args = (state.learner, state.buffer, learn_key)
+    args = (state.learner, state.buffer, state.env_steps, learn_key)
     update = functools.partial(learn, setup)
-    metric_shapes = jax.eval_shape(update, *args)[1]
-    skip = lambda ls, *_: (ls, jax.tree.map(lambda m: jnp.zeros(m.shape, m.dtype), metric_shapes))
+    metric_shapes = jax.eval_shape(update, *args)[2]
+
+    def skip(ls: PyTree, buffer: Buffer, *_: Array) -> tuple[PyTree, Priorities | None, Metrics]:
+        kept = None if setup.prioritization is None else (buffer.priorities, buffer.max_priority)
+        return ls, kept, jax.tree.map(lambda m: jnp.zeros(m.shape, m.dtype), metric_shapes)
+
     # The runs of one program share their env steps and buffer sizes, so they agree and the
     # warm-up skips its updates under vmap too. The buffer size counts: a run resumed from a
     # checkpoint without its buffer (checkpoint.replay_buffer=false) refills it before learning.
@@ -331,8 +438,12 @@ def one_round(
         (state.env_steps >= setup.learn_after)
         & (state.buffer.size >= min(setup.learn_after, cfg.buffer_size))
     )
-    learner_state, metrics = jax.lax.cond(ready, update, skip, *args)
-    carry = (state._replace(learner=learner_state), env_state)
+    learner_state, priorities, metrics = jax.lax.cond(ready, update, skip, *args)
+    state = state._replace(learner=learner_state)
+    if priorities is not None:
+        buffer = state.buffer._replace(priorities=priorities[0], max_priority=priorities[1])
+        state = state._replace(buffer=buffer)
+    carry = (state, env_state)
     return carry, (ends.sum(), returns.sum(), metrics)
 
 
@@ -359,6 +470,8 @@ def init(setup: OffPolicySetup, key: Key) -> OffPolicyState:
     """The learner's fresh state and an empty buffer."""
     example = example_transition(setup.env, setup.learner)
     buffer = setup.layout.init(example, setup.cfg.buffer_size, setup.env.spec.num_envs)
+    if setup.prioritization is not None:
+        buffer = prioritized.init(buffer, setup.cfg.buffer_size)
     return OffPolicyState(setup.learner.init(key), buffer, jnp.zeros((), jnp.int32))
 
 
@@ -369,9 +482,20 @@ def act(
 
 
 def off_policy_setup(
-    cfg: OffPolicyConfig, env: Env, learner: Learner, layout: BufferLayout = FULL_LAYOUT
+    cfg: OffPolicyConfig,
+    env: Env,
+    learner: Learner,
+    layout: BufferLayout = FULL_LAYOUT,
+    n_step: int = 1,
+    prioritization: Prioritization | None = None,
 ) -> OffPolicySetup:
-    """The driver's setup for `learner` on `env`'s batch, its sizes checked."""
+    """The driver's setup for `learner` on `env`'s batch, its sizes checked; `n_step` > 1 gives
+    the learner n-step returns (`n_step_transitions`: it must use `Transition.discount`), and
+    `prioritization` draws minibatches by priority (the learner needs a `weighted_update`)."""
+    require(
+        prioritization is None or learner.weighted_update is not None,
+        f"agent '{cfg.name}' has no prioritised replay",
+    )
     num_envs = env.spec.num_envs
     steps_per_round = num_envs * cfg.train_freq
     require(
@@ -380,9 +504,9 @@ def off_policy_setup(
         f"agent.train_freq = {num_envs} × {cfg.train_freq}",
     )
     require(
-        cfg.buffer_size >= num_envs,
-        f"agent.buffer_size={cfg.buffer_size} must hold at least one step of the env batch "
-        f"({num_envs} envs)",
+        cfg.buffer_size >= n_step * num_envs,
+        f"agent.buffer_size={cfg.buffer_size} must hold at least {n_step} step(s) of the env "
+        f"batch ({num_envs} envs)" + (f" for agent.n_step={n_step}" if n_step > 1 else ""),
     )
     return OffPolicySetup(
         cfg,
@@ -390,16 +514,30 @@ def off_policy_setup(
         learner,
         layout,
         rounds=cfg.iteration_steps // steps_per_round,
-        learn_after=max(cfg.learning_starts, cfg.batch_size),
+        learn_after=first_update_after(cfg, num_envs, n_step),
+        n_step=n_step,
+        prioritization=prioritization,
     )
 
 
+def first_update_after(cfg: OffPolicyConfig, num_envs: int, n_step: int = 1) -> int:
+    """Env steps (and stored transitions) before the first update: the warm-up, a minibatch, and
+    for n-step returns one transition with its n − 1 successors."""
+    return max(cfg.learning_starts, cfg.batch_size, (n_step - 1) * num_envs + 1)
+
+
 def make_off_policy(
-    cfg: OffPolicyConfig, env: Env, learner: Learner, layout: BufferLayout = FULL_LAYOUT
+    cfg: OffPolicyConfig,
+    env: Env,
+    learner: Learner,
+    layout: BufferLayout = FULL_LAYOUT,
+    n_step: int = 1,
+    prioritization: Prioritization | None = None,
 ) -> Agent:
     """An `Agent` that fills a replay buffer from `env`'s batch and trains `learner` from it;
-    `layout` says how transitions are stored."""
-    return off_policy_agent(off_policy_setup(cfg, env, learner, layout))
+    `layout` says how transitions are stored, `n_step` what a sampled transition sums and
+    `prioritization` how minibatches are drawn (None: uniformly)."""
+    return off_policy_agent(off_policy_setup(cfg, env, learner, layout, n_step, prioritization))
 
 
 def off_policy_agent(setup: OffPolicySetup) -> Agent:

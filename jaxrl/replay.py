@@ -60,8 +60,27 @@ def add(state: ReplayState, items: PyTree, valid: Array | None = None) -> Replay
     )
 
 
+def sample_rows(state: ReplayState, key: Key, batch_size: int, newest_excluded: int = 0) -> Array:
+    """Rows drawn uniformly with replacement from the items written but the newest
+    `newest_excluded` (those whose successors an n-step return needs are not written yet)."""
+    if newest_excluded == 0:
+        return jax.random.randint(key, (batch_size,), 0, jnp.maximum(state.size, 1))
+    age = jax.random.randint(key, (batch_size,), 0, jnp.maximum(state.size - newest_excluded, 1))
+    return jnp.mod(state.position - state.size + age, capacity(state))
+
+
+def eligible_rows(state: ReplayState, newest_excluded: int = 0) -> Array:
+    """bool per row: holds an item, and not one of the newest `newest_excluded`."""
+    cap = capacity(state)
+    age = jnp.mod(jnp.arange(cap) - (state.position - state.size), cap)
+    return age < state.size - newest_excluded
+
+
+def gather(state: ReplayState, rows: Array) -> PyTree:
+    return jax.tree.map(lambda store: store[rows], state.data)
+
+
 def sample(state: ReplayState, key: Key, batch_size: int) -> PyTree:
     """`batch_size` items drawn uniformly with replacement from those written (the buffer must not
     be empty; learners start only after `learning_starts` steps)."""
-    index = jax.random.randint(key, (batch_size,), 0, jnp.maximum(state.size, 1))
-    return jax.tree.map(lambda store: store[index], state.data)
+    return gather(state, sample_rows(state, key, batch_size))

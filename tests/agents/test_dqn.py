@@ -21,6 +21,7 @@ import jaxrl
 from agents.dqn import (
     DQNConfig,
     QNetwork,
+    dueling_q,
     make_dqn,
     make_learner,
     num_updates,
@@ -32,7 +33,7 @@ from jaxrl.cli import compose
 from jaxrl.config import ConfigError, EnvConfig
 from jaxrl.datatypes import Box, Discrete, EnvSpec, Transition
 from jaxrl.env import random_actions
-from jaxrl.networks import conv_valid
+from jaxrl.networks import MLPTorso, conv_valid
 from jaxrl.offpolicy import epsilon
 from jaxrl.prng import make_key
 
@@ -155,6 +156,36 @@ def test_update_loss_uses_terminated_only(loss: str, double_q: bool, expected: f
     _, metrics = learner.update(state, batch, make_key(3))
     np.testing.assert_allclose(metrics["loss"], expected, rtol=1e-5)
     np.testing.assert_allclose(metrics["q_mean"], 5.0 / 3, rtol=1e-6)
+
+
+def test_dueling_heads_by_hand():
+    """Q = V + A − mean A: V = 1, A = (1, 2, 3) gives (0, 1, 2); in the network, the mean of the
+    Q-values over actions is the value head's output."""
+    np.testing.assert_allclose(dueling_q(jnp.array([[1.0]]), jnp.array([[1.0, 2, 3]])), [[0, 1, 2]])
+    net = QNetwork(3, "mlp", (8,), "relu", dueling=True)
+    obs = jax.random.normal(make_key(0), (5, 4))
+    params = net.init(make_key(1), obs)
+    assert set(params["params"]) == {"MLPTorso_0", "value", "advantage"}
+    q = net.apply(params, obs)
+    features = MLPTorso((8,), "relu").apply({"params": params["params"]["MLPTorso_0"]}, obs)
+    value = params["params"]["value"]
+    v = features @ value["kernel"] + value["bias"]
+    np.testing.assert_allclose(q.mean(axis=-1), v[:, 0], rtol=1e-5, atol=1e-6)
+
+
+def test_n_step_target_uses_the_transitions_discount():
+    """With `Transition.discount` (γ^m of an m-step return) the target bootstraps with it in
+    place of γ: 2 + 0.25·(1 − 0)·5 = 3.25; terminated still stops the bootstrap."""
+    q_next = jnp.array([[5.0, 1.0], [5.0, 1.0]])
+    target = td_target(
+        q_next,
+        q_next,
+        jnp.array([2.0, 2.0]),
+        jnp.array([False, True]),
+        jnp.array([0.25, 0.25]),
+        double_q=True,
+    )
+    np.testing.assert_allclose(target, [3.25, 2.0])
 
 
 def test_epsilon_schedule_values():

@@ -1,0 +1,106 @@
+"""Proportional prioritised replay (Schaul et al. 2016, "Prioritized Experience Replay", §3.3 and
+Algorithm 1): transition i is drawn with probability p_i^α / Σ_k p_k^α, where p_i is its last
+absolute TD error plus ε (new transitions get the largest priority seen, so each is drawn at least
+once soon), and its update is weighted by (N·P(i))^−β / max_j w_j over the minibatch, with β
+annealed linearly to 1 over the run.
+
+The priorities are a `jaxrl.replay` buffer of one float per row, added to in step with the
+transitions (the same capacity and batches keep the rows aligned), so checkpoints save and empty
+them together with the transitions. Sampling is exact and stratified: one draw in each of
+`batch_size` equal segments of the cumulative priorities (the paper's rank-free variant of its
+segment sampling), by a cumulative sum and a binary search over the rows — O(capacity) per
+minibatch, which costs less than a sum tree's sequential updates inside a compiled program at
+these capacities (1M rows: a few milliseconds against an Atari update's tens).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from jaxrl import replay
+from jaxrl.config import require
+from jaxrl.datatypes import Array, Key, PyTree
+from jaxrl.replay import ReplayState
+
+
+class Prioritization(NamedTuple):
+    exponent: float  # α: 0 is uniform sampling
+    importance_start: float  # β at the first update, annealed linearly to 1
+    epsilon: float  # added to |TD error| so that no transition becomes undrawable
+    horizon: float  # env steps over which β reaches 1 (the run's budget)
+
+
+def check(exponent: float, importance_start: float, epsilon: float) -> None:
+    """One line for a bad setting (the agent's config calls it with its keys)."""
+    require(exponent >= 0, f"agent.priority_exponent={exponent} must be >= 0")
+    require(
+        0 <= importance_start <= 1,
+        f"agent.importance_exponent={importance_start} must be in [0, 1]",
+    )
+    require(epsilon > 0, f"agent.priority_epsilon={epsilon} must be > 0")
+
+
+class PrioritizedBuffer(NamedTuple):
+    items: PyTree  # the layout's buffer of transitions
+    priorities: ReplayState  # data: float32 per row, aligned with the items' rows
+    max_priority: Array  # float32: what a new transition gets
+
+    @property
+    def size(self) -> Array:
+        return self.items.size
+
+
+def init(items: PyTree, capacity: int) -> PrioritizedBuffer:
+    return PrioritizedBuffer(
+        items, replay.init(jnp.zeros((), jnp.float32), capacity), jnp.ones((), jnp.float32)
+    )
+
+
+def add_priorities(buffer: PrioritizedBuffer, count: int) -> PrioritizedBuffer:
+    """The rows of `count` new transitions get the largest priority seen."""
+    new = jnp.full((count,), buffer.max_priority)
+    return buffer._replace(priorities=replay.add(buffer.priorities, new))
+
+
+def importance_exponent(p: Prioritization, env_steps: Array) -> Array:
+    """β after `env_steps` env steps: linear from `importance_start` to 1 over the horizon."""
+    progress = jnp.minimum(env_steps / max(p.horizon, 1.0), 1.0)
+    return p.importance_start + (1.0 - p.importance_start) * progress
+
+
+def sample_rows(
+    buffer: PrioritizedBuffer,
+    eligible: Array,
+    key: Key,
+    batch_size: int,
+    p: Prioritization,
+    env_steps: Array,
+) -> tuple[Array, Array]:
+    """Rows drawn in proportion to priority^α among the `eligible` ones (bool per row), one in
+    each of `batch_size` equal segments of the total; and their importance weights, scaled so
+    that the largest in the minibatch is 1."""
+    mass = jnp.where(eligible, buffer.priorities.data**p.exponent, 0.0)
+    cumulative = jnp.cumsum(mass)
+    total = cumulative[-1]
+    u = (jnp.arange(batch_size) + jax.random.uniform(key, (batch_size,))) / batch_size * total
+    rows = jnp.minimum(jnp.searchsorted(cumulative, u, side="right"), mass.shape[0] - 1)
+    probability = mass[rows] / total
+    count = eligible.sum()
+    weights = (count * probability) ** -importance_exponent(p, env_steps)
+    return rows, weights / weights.max()
+
+
+def with_td_errors(
+    buffer: PrioritizedBuffer, rows: Array, td_errors: Array, p: Prioritization
+) -> PrioritizedBuffer:
+    """The drawn rows' priorities set to |TD error| + ε (the last write wins for a row drawn
+    twice), and the largest priority seen updated."""
+    new = jnp.abs(td_errors) + p.epsilon
+    data = buffer.priorities.data.at[rows].set(new.astype(jnp.float32))
+    return buffer._replace(
+        priorities=buffer.priorities._replace(data=data),
+        max_priority=jnp.maximum(buffer.max_priority, new.max()),
+    )
