@@ -6,7 +6,8 @@ annealed linearly to 1 over the run.
 
 The priorities are a `jaxrl.replay` buffer of one float per row, added to in step with the
 transitions (the same capacity and batches keep the rows aligned), so checkpoints save and empty
-them together with the transitions. Sampling is exact and stratified: one draw in each of
+them together with the transitions. A row holds its priority already raised to α (its sampling
+mass), so that a draw raises no power over the whole buffer, only the minibatch's new ones. Sampling is exact and stratified: one draw in each of
 `batch_size` equal segments of the cumulative priorities (the paper's rank-free variant of its
 segment sampling), by a cumulative sum and a binary search over the rows — O(capacity) per
 minibatch, which costs less than a sum tree's sequential updates inside a compiled program at
@@ -45,8 +46,8 @@ def check(exponent: float, importance_start: float, epsilon: float) -> None:
 
 class PrioritizedBuffer(NamedTuple):
     items: PyTree  # the layout's buffer of transitions
-    priorities: ReplayState  # data: float32 per row, aligned with the items' rows
-    max_priority: Array  # float32: what a new transition gets
+    priorities: ReplayState  # data: float32 p^α per row, aligned with the items' rows
+    max_priority: Array  # float32: the largest p^α seen, what a new transition gets
 
     @property
     def size(self) -> Array:
@@ -82,7 +83,7 @@ def sample_rows(
     """Rows drawn in proportion to priority^α among the `eligible` ones (bool per row), one in
     each of `batch_size` equal segments of the total; and their importance weights, scaled so
     that the largest in the minibatch is 1."""
-    mass = jnp.where(eligible, buffer.priorities.data**p.exponent, 0.0)
+    mass = jnp.where(eligible, buffer.priorities.data, 0.0)
     cumulative = jnp.cumsum(mass)
     total = cumulative[-1]
     u = (jnp.arange(batch_size) + jax.random.uniform(key, (batch_size,))) / batch_size * total
@@ -96,9 +97,9 @@ def sample_rows(
 def with_td_errors(
     buffer: PrioritizedBuffer, rows: Array, td_errors: Array, p: Prioritization
 ) -> PrioritizedBuffer:
-    """The drawn rows' priorities set to |TD error| + ε (the last write wins for a row drawn
-    twice), and the largest priority seen updated."""
-    new = jnp.abs(td_errors) + p.epsilon
+    """The drawn rows' priorities set to (|TD error| + ε)^α (the last write wins for a row drawn
+    twice), and the largest seen updated."""
+    new = (jnp.abs(td_errors) + p.epsilon) ** p.exponent
     data = buffer.priorities.data.at[rows].set(new.astype(jnp.float32))
     return buffer._replace(
         priorities=buffer.priorities._replace(data=data),

@@ -55,9 +55,10 @@ AGENT_ENVS = {
     "paddpg": "Platform-v0",
 }
 # Settings under which every hyperparameter has a use (REINFORCE clips rewards only when it
-# normalises them).
+# normalises them; DQN's priority keys need prioritised replay).
 SETTINGS = {
     "reinforce": ("agent.return_normalization=true",),
+    "dqn": ("agent.prioritized=true",),  # α, β and ε are prioritised replay's
     "option_critic": ("agent.option_policy=egreedy",),  # the softmax over options has no ε
 }
 

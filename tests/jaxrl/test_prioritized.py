@@ -15,7 +15,8 @@ from jaxrl.prioritized import Prioritization
 P = Prioritization(exponent=0.5, importance_start=0.4, epsilon=1e-6, horizon=100)
 
 
-def four_rows(priorities=(1.0, 4.0, 25.0, 9.0)) -> prioritized.PrioritizedBuffer:
+def four_rows(priorities=(1.0, 2.0, 5.0, 3.0)) -> prioritized.PrioritizedBuffer:
+    """Four rows whose priorities raised to α = ½ (what a row holds) are `priorities`."""
     items = replay.add(replay.init(jnp.zeros(()), 4), jnp.arange(4.0))
     buffer = prioritized.init(items, 4)
     data = jnp.asarray(priorities, jnp.float32)
@@ -55,14 +56,15 @@ def test_importance_exponent_anneals_to_one_over_the_horizon():
 
 
 def test_td_errors_become_priorities_and_new_rows_get_the_largest():
-    """Rows 0 and 3 drawn with TD errors −2 and 0.5: priorities 2 + ε and 0.5 + ε, the largest
-    seen becomes 2 + ε, and the next transitions added get it."""
+    """Rows 0 and 3 drawn with TD errors −4 and 0.25 (ε = 1e-6, α = ½): they hold
+    √(4 + ε) ≈ 2 and √(0.25 + ε) ≈ 0.5, the largest seen becomes ≈ 2, and the next transitions
+    added get it."""
     buffer = four_rows((1.0, 1.0, 1.0, 1.0))
-    buffer = prioritized.with_td_errors(buffer, jnp.array([0, 3]), jnp.array([-2.0, 0.5]), P)
-    np.testing.assert_allclose(buffer.priorities.data, [2 + 1e-6, 1, 1, 0.5 + 1e-6], rtol=1e-7)
-    assert float(buffer.max_priority) == pytest.approx(2 + 1e-6)
+    buffer = prioritized.with_td_errors(buffer, jnp.array([0, 3]), jnp.array([-4.0, 0.25]), P)
+    np.testing.assert_allclose(buffer.priorities.data, [2, 1, 1, 0.5], rtol=1e-5)
+    assert float(buffer.max_priority) == pytest.approx(2.0, rel=1e-5)
     grown = prioritized.add_priorities(buffer, 2)  # rows 0 and 1 (the ring is full)
-    np.testing.assert_allclose(grown.priorities.data[:2], [2 + 1e-6] * 2, rtol=1e-7)
+    np.testing.assert_allclose(grown.priorities.data[:2], [2.0, 2.0], rtol=1e-5)
 
 
 @pytest.mark.parametrize(
@@ -83,7 +85,7 @@ def test_bad_settings_are_config_errors(kwargs: dict, fragment: str):
 def test_dqn_with_prioritized_n_step_replay_updates_the_drawn_rows():
     """DQN on CartPole-v1 (2 envs, 3-step returns, prioritised): after 2 iterations of 256 env
     steps (29 rounds of 4 updates of 16 from step 64), the priorities stay aligned with the
-    transitions (same size), most rows were drawn and carry |TD error| + ε instead of the
+    transitions (same size), most rows were drawn and carry (|TD error| + ε)^α instead of the
     initial 1, and the newest 2 steps' 4 rows, which have no 3-step successors yet, were never
     drawn: they still carry the largest priority of when they were added."""
     import envs
