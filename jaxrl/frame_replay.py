@@ -151,12 +151,6 @@ def capacity(state: FrameReplayState) -> int:
     return replay.capacity(state.steps)
 
 
-def _ring_position(ring: ReplayState, age_order: Array) -> Array:
-    """The row of the item `age_order` places after the oldest one held."""
-    cap = replay.capacity(ring)
-    return jnp.mod(ring.position - ring.size + age_order, cap)
-
-
 def live_start(state: FrameReplayState) -> Array:
     """How many of the oldest transitions are no longer sampled because the frame ring has
     overwritten (or is about to overwrite) a frame of theirs; 0 while it has overwritten none.
@@ -169,7 +163,7 @@ def live_start(state: FrameReplayState) -> Array:
     target = _oldest_kept(state) + _slack(num_envs, stack)
 
     def oldest_frame(j: Array) -> Array:
-        return steps.data.obs_frames[_ring_position(steps, j), 0]
+        return steps.data.obs_frames[replay.row_at_age(steps, j), 0]
 
     def halve(_: int, bounds: tuple[Array, Array]) -> tuple[Array, Array]:
         lo, hi = bounds
@@ -193,17 +187,15 @@ def sample_rows(
     start = live_start(state)
     count = state.steps.size - start - newest_excluded
     draw = jax.random.randint(key, (batch_size,), 0, jnp.maximum(count, 1))
-    rows = _ring_position(state.steps, start + draw)
+    rows = replay.row_at_age(state.steps, start + draw)
     return jnp.where(start == 0, draw, rows) if newest_excluded == 0 else rows
 
 
 def eligible_rows(state: FrameReplayState, newest_excluded: int = 0) -> Array:
     """bool per row of the step ring: a transition whose frames are kept (from `live_start`),
     and not one of the newest `newest_excluded`."""
-    steps = state.steps
-    cap = replay.capacity(steps)
-    age = jnp.mod(jnp.arange(cap) - (steps.position - steps.size), cap)
-    return (age >= live_start(state)) & (age < steps.size - newest_excluded)
+    age = replay.row_ages(state.steps)
+    return (age >= live_start(state)) & (age < state.steps.size - newest_excluded)
 
 
 def gather(state: FrameReplayState, rows: Array) -> Transition:

@@ -66,14 +66,24 @@ def sample_rows(state: ReplayState, key: Key, batch_size: int, newest_excluded: 
     if newest_excluded == 0:
         return jax.random.randint(key, (batch_size,), 0, jnp.maximum(state.size, 1))
     age = jax.random.randint(key, (batch_size,), 0, jnp.maximum(state.size - newest_excluded, 1))
+    return row_at_age(state, age)
+
+
+def row_at_age(state: ReplayState, age: Array) -> Array:
+    """The row of the item written `age` items after the oldest one held."""
     return jnp.mod(state.position - state.size + age, capacity(state))
+
+
+def row_ages(state: ReplayState) -> Array:
+    """Each row's age: how many items held were written before its item (rows past `size` come
+    out at `size` or more)."""
+    cap = capacity(state)
+    return jnp.mod(jnp.arange(cap) - (state.position - state.size), cap)
 
 
 def eligible_rows(state: ReplayState, newest_excluded: int = 0) -> Array:
     """bool per row: holds an item, and not one of the newest `newest_excluded`."""
-    cap = capacity(state)
-    age = jnp.mod(jnp.arange(cap) - (state.position - state.size), cap)
-    return age < state.size - newest_excluded
+    return row_ages(state) < state.size - newest_excluded
 
 
 def gather(state: ReplayState, rows: Array) -> PyTree:

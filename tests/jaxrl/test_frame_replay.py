@@ -122,7 +122,7 @@ def test_rebuilt_transitions_equal_whole_ones_through_wraps(num_envs: int, end_r
     ours, whole = fill(items, capacity, num_envs)
     assert int(ours.frames_written) > 3 * replay.capacity(ours.frames)  # wrapped
     start = int(frame_replay.live_start(ours))
-    rows = np.asarray(frame_replay._ring_position(ours.steps, jnp.arange(start, capacity)))
+    rows = np.asarray(replay.row_at_age(ours.steps, jnp.arange(start, capacity)))
     assert_rows_equal(ours, whole, rows)
     oldest_kept = int(ours.frames_written - ours.frames.size)
     assert (np.asarray(ours.steps.data.obs_frames)[rows] >= oldest_kept).all()
