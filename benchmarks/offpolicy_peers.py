@@ -14,9 +14,10 @@ Peers (not jaxrl dependencies; install them in a separate environment that sees 
 
 Every side: 256-256 ReLU networks, batch 256, Adam 1e-3, one env, one update per env step after
 1,000 uniformly random steps, `--steps` env steps, one evaluation at the end (rejax's own: 128
-episodes; jaxrl: 10; SBX none). jaxrl and rejax are compiled once, then the runs alternate
-(jaxrl, rejax, SBX, jaxrl, ...); a run's seconds leave the compile out (jaxrl: all of
-`jaxrl.loop.train` but `compile_seconds`, so evaluation, checkpoint and logs are in). SBX compiles
+episodes; jaxrl: 10; SBX none). rejax is compiled once; jaxrl's `train` compiles its program
+in each call, and a run's seconds are all of `train` but its `compile_seconds` (evaluation,
+checkpoint and logs are in), after one untimed run that pays the process's first-call costs.
+Then the runs alternate (jaxrl, rejax, SBX, jaxrl, ...). SBX compiles
 inside `learn`: a short model learns first in the same process, so its jitted update is cached
 before the timed runs. Printed: median run seconds (min-max), ms per update
 ((run s) / (steps − 1,000)), and the ratio of each peer's median to jaxrl's.
@@ -33,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import math
 import statistics
 import sys
 import tempfile
@@ -41,7 +43,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from common import REPO, RESULTS, machine, markdown_table, write_report
+from common import REPO, RESULTS, machine, markdown_table, median_range, write_report
 
 sys.path.insert(0, str(REPO))
 
@@ -64,6 +66,7 @@ LEARNING_STARTS = 1000
 LEARNING_RATE = 1e-3
 BATCH = 256
 AGENTS = ("sac", "td3")
+HEADER = ["side", "run s, median (min-max)", "ms per update", "peer / jaxrl", "final return"]
 
 Run = Callable[[], tuple[float, float]]  # () -> (run s, final return)
 
@@ -94,7 +97,7 @@ def jaxrl_side(agent: str, steps: int, workdir: Path) -> Run:
         wall = time.perf_counter() - t
         return wall - summary["compile_seconds"], summary["final_eval_return"]
 
-    run()  # compiles; later runs reuse the process's compiled program
+    run()  # untimed: the first `train` of a process pays one-off costs beyond its compile
     return run
 
 
@@ -189,10 +192,6 @@ def sbx_side(agent: str, steps: int) -> Run:
     return run
 
 
-def median_range(xs: list[float]) -> str:
-    return f"{statistics.median(xs):.1f} ({min(xs):.1f}-{max(xs):.1f})"
-
-
 def side_by_side(agent: str, steps: int, repeats: int, workdir: Path) -> list[list[str]]:
     sides = {
         "jaxrl": jaxrl_side(agent, steps, workdir),
@@ -212,10 +211,10 @@ def side_by_side(agent: str, steps: int, repeats: int, workdir: Path) -> list[li
     return [
         [
             f"{agent.upper()} {name}",
-            median_range(xs),
+            median_range(xs, 1),
             f"{1000 * statistics.median(xs) / updates:.2f}",
             "—" if name == "jaxrl" else f"{statistics.median(xs) / ours:.2f}×",
-            "—" if returns[name] != returns[name] else f"{returns[name]:.1f}",
+            "—" if math.isnan(returns[name]) else f"{returns[name]:.1f}",
         ]
         for name, xs in times.items()
     ]
@@ -234,13 +233,13 @@ def best_of(compiled: Callable, *args: Any, repeats: int = 3) -> float:
 def breakdown(agent: str) -> list[list[str]]:
     """ms per step of the update alone, draw + update, collecting alone and the whole driver."""
     env = envs.make(EnvConfig("Pendulum-v1"))
-    sizes = dict(hidden_sizes=HIDDEN, learning_starts=BATCH, buffer_size=20_000)
-    if agent == "sac":
-        learner = make_sac_learner(SACConfig(**sizes), env.spec)
-        setup = offpolicy.off_policy_setup(SACConfig(**sizes), env, learner)
-    else:
-        learner = make_deterministic_learner(TD3Config(**sizes), env.spec)
-        setup = offpolicy.off_policy_setup(TD3Config(**sizes), env, learner)
+    config, make_learner = {
+        "sac": (SACConfig, make_sac_learner),
+        "td3": (TD3Config, make_deterministic_learner),
+    }[agent]
+    cfg = config(hidden_sizes=HIDDEN, learning_starts=BATCH, buffer_size=20_000)
+    learner = make_learner(cfg, env.spec)
+    setup = offpolicy.off_policy_setup(cfg, env, learner)
     agent_fns = offpolicy.off_policy_agent(setup)
     key = jax.random.key(0)
     state, env_state = agent_fns.init(key), env.reset(key)
@@ -327,9 +326,6 @@ def main() -> None:
         ]
     )
     write_report(text + "\n", args.out)
-
-
-HEADER = ["side", "run s, median (min-max)", "ms per update", "peer / jaxrl", "final return"]
 
 
 if __name__ == "__main__":

@@ -46,6 +46,7 @@ from common import (
     RESULTS,
     machine,
     markdown_table,
+    median_range,
     write_report,
 )
 
@@ -183,10 +184,6 @@ def jaxrl_side(seeds: int, workdir: Path, extra: list[str]) -> Any:
         return wall - s["compile_seconds"], s["final_eval_return"], s["compile_seconds"]
 
     return run
-
-
-def median_range(xs: list[float]) -> str:
-    return f"{statistics.median(xs):.2f} ({min(xs):.2f}-{max(xs):.2f})"
 
 
 def main() -> None:
