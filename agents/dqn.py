@@ -9,6 +9,11 @@ squared TD loss, global-norm gradient clipping, and an MLP (vector observations)
 (`dueling`, Wang et al. 2016) and proportional prioritised replay (`prioritized`, Schaul et al.
 2016; `jaxrl.prioritized`), whose importance weights scale each sample's loss.
 
+Weights (`kernel_init`): orthogonal with gain √2 in the hidden layers and 1 in the head, the
+setting the defaults were swept with; `lecun_normal` is flax's default, kept by PureJaxRL's and
+CleanRL's DQN, and with PureJaxRL's CartPole config it is the one that holds the solved policy
+(benchmarks/results/dqn_purejaxrl.md).
+
 Bootstrapping: the driver stores the true successor (`final_obs`) of every step, so a truncated
 step bootstraps from the last observation of its episode; the target masks the bootstrap with
 `terminated` alone (`td_target`).
@@ -56,7 +61,7 @@ from jaxrl import optimizers, prioritized
 from jaxrl.config import require
 from jaxrl.datatypes import Agent, Array, EnvSpec, Key, Metrics, PyTree, Transition
 from jaxrl.env import Env, discrete_actions
-from jaxrl.networks import Dense, MLPTorso, NatureCNN, resolve_torso
+from jaxrl.networks import KERNEL_INITS, Dense, MLPTorso, NatureCNN, resolve_torso
 from jaxrl.offpolicy import (
     FRAMES_ONCE_LAYOUT,
     FULL_LAYOUT,
@@ -126,6 +131,9 @@ class DQNConfig(EpsilonGreedyConfig):
     importance_exponent: float = 0.4
     priority_epsilon: float = 1e-6
     hidden_sizes: tuple[int, ...] = (128, 128)
+    # The MLP layers' and the heads' weights (jaxrl.networks.KERNEL_INITS); the Nature CNN keeps
+    # its own. lecun_normal is what PureJaxRL's and CleanRL's DQN networks use.
+    kernel_init: str = "orthogonal"
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -141,6 +149,10 @@ class DQNConfig(EpsilonGreedyConfig):
         require(self.n_step >= 1, f"agent.n_step={self.n_step} must be >= 1")
         prioritized.check(self.priority_exponent, self.importance_exponent, self.priority_epsilon)
         require(
+            self.kernel_init in KERNEL_INITS,
+            f"agent.kernel_init='{self.kernel_init}' is not one of: {', '.join(KERNEL_INITS)}",
+        )
+        require(
             self.frame_storage in FRAME_STORAGE,
             f"agent.frame_storage='{self.frame_storage}' is not one of: {', '.join(FRAME_STORAGE)}",
         )
@@ -154,14 +166,18 @@ class QNetwork(nn.Module):
     hidden_sizes: Sequence[int] = (128, 128)  # MLP torso only
     activation: str = "relu"
     dueling: bool = False  # a value head and an advantage head (`dueling_q`)
+    kernel_init: str = "orthogonal"  # of the MLP torso and the heads (`KERNEL_INITS`)
 
     @nn.compact
     def __call__(self, obs: Array) -> Array:
         if self.torso == "nature_cnn":
             features = NatureCNN()(obs)
         else:
-            features = MLPTorso(self.hidden_sizes, self.activation)(obs.astype(jnp.float32))
-        head = lambda n, name: Dense(n, kernel_init=nn.initializers.orthogonal(1.0), name=name)
+            features = MLPTorso(self.hidden_sizes, self.activation, self.kernel_init)(
+                obs.astype(jnp.float32)
+            )
+        head_init = KERNEL_INITS[self.kernel_init][1]
+        head = lambda n, name: Dense(n, kernel_init=head_init, name=name)
         if self.dueling:
             return dueling_q(
                 head(1, "value")(features), head(self.num_actions, "advantage")(features)
@@ -316,7 +332,7 @@ def make_learner(cfg: DQNConfig, spec: EnvSpec, total_env_steps: float) -> Learn
     space = discrete_actions(spec, "dqn", "for continuous actions use ddpg, td3 or sac")
     obs_space = spec.observation_space
     torso = resolve_torso(cfg.torso, obs_space.shape, cfg.name)
-    net = QNetwork(space.n, torso, cfg.hidden_sizes, cfg.activation, cfg.dueling)
+    net = QNetwork(space.n, torso, cfg.hidden_sizes, cfg.activation, cfg.dueling, cfg.kernel_init)
     learning_rate: optax.ScalarOrSchedule = cfg.learning_rate
     if cfg.anneal_lr:
         horizon = max(num_updates(cfg, spec.num_envs, total_env_steps), 1)

@@ -30,6 +30,34 @@ PUREJAXRL_PPO_CARTPOLE = [
     "agent.update_epochs=4",
 ]
 PUREJAXRL_SETTINGS = ["agent.obs_normalization=false", "agent.return_normalization=false"]
+# DQN on CartPole-v1 in PureJaxRL's configuration (purejaxrl/dqn.py's `main`): one update per 10
+# env steps, the target copied every 500 env steps = 50 updates, flax's default weight init (its
+# QNetwork's); 10,000 env steps per iteration.
+PUREJAXRL_DQN_CARTPOLE = [
+    "agent=dqn",
+    "env=CartPole-v1",
+    "env.num_envs=10",
+    "budget.env_steps=500000",
+    "agent.buffer_size=10000",
+    "agent.batch_size=128",
+    "agent.learning_starts=10000",
+    "agent.train_freq=1",
+    "agent.gradient_steps=1",
+    "agent.iteration_steps=10000",
+    "agent.target_update_period=50",
+    "agent.tau=1.0",
+    "agent.eps_start=1.0",
+    "agent.eps_end=0.05",
+    "agent.exploration_steps=250000",
+    "agent.learning_rate=2.5e-4",
+    "agent.anneal_lr=false",
+    "agent.gamma=0.99",
+    "agent.double_q=false",
+    "agent.loss=mse",
+    "agent.max_grad_norm=0",
+    "agent.hidden_sizes=[120,84]",
+    "agent.kernel_init=lecun_normal",
+]
 
 
 def machine(load: bool = False) -> str:
@@ -63,6 +91,19 @@ def markdown_table(header: list[str], rows: list[list[str]]) -> str:
 def median_range(xs: list[float], digits: int = 2) -> str:
     """The median of interleaved runs' seconds and their range: "median (min-max)"."""
     return f"{statistics.median(xs):.{digits}f} ({min(xs):.{digits}f}-{max(xs):.{digits}f})"
+
+
+def best_of(compiled: Any, *args: Any, repeats: int = 3) -> float:
+    """Seconds of the fastest of `repeats` calls of a compiled JAX program: ms per step of a
+    1,000-step program."""
+    import jax
+
+    best = float("inf")
+    for _ in range(repeats):
+        t = time.perf_counter()
+        jax.block_until_ready(compiled(*args))
+        best = min(best, time.perf_counter() - t)
+    return best  # seconds per 1,000 steps = ms per step
 
 
 def fmt(x: float | None, digits: int = 1) -> str:

@@ -43,7 +43,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from common import REPO, RESULTS, machine, markdown_table, median_range, write_report
+from common import (
+    REPO,
+    RESULTS,
+    best_of,
+    machine,
+    markdown_table,
+    median_range,
+    write_report,
+)
 
 sys.path.insert(0, str(REPO))
 
@@ -218,16 +226,6 @@ def side_by_side(agent: str, steps: int, repeats: int, workdir: Path) -> list[li
         ]
         for name, xs in times.items()
     ]
-
-
-def best_of(compiled: Callable, *args: Any, repeats: int = 3) -> float:
-    """Seconds of the fastest of `repeats` calls: ms per step of a 1,000-step program."""
-    best = float("inf")
-    for _ in range(repeats):
-        t = time.perf_counter()
-        jax.block_until_ready(compiled(*args))
-        best = min(best, time.perf_counter() - t)
-    return best  # seconds per 1,000 steps = ms per step
 
 
 def breakdown(agent: str) -> list[list[str]]:

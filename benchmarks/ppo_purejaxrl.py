@@ -1,14 +1,8 @@
 """PPO on CartPole-v1 beside PureJaxRL's own ppo.py, in one process, runs interleaved.
 
 PureJaxRL is not shipped with jaxrl: pass a checkout of https://github.com/luchris429/purejaxrl
-(`--purejaxrl PATH`). Its `purejaxrl/ppo.py` is imported unchanged; two modules it imports are
-stood in for, because they do not import with today's packages (read both in the checkout):
-
-* `distrax` (not a jaxrl dependency): a `Categorical` with the three methods ppo.py calls,
-  sample, log_prob and entropy, from a log-softmax;
-* PureJaxRL's `wrappers` (it imports brax and navix at the top): `FlattenObservationWrapper`
-  and `LogWrapper` as there, over gymnax ≥ 1.0's step, which returns terminated and truncated
-  apart; PureJaxRL's `done` is either of them.
+(`--purejaxrl PATH`). Its `purejaxrl/ppo.py` is imported unchanged, with stand-ins for two
+modules it imports that do not import with today's packages (`purejaxrl_compat.py`).
 
 Both sides run PureJaxRL's config (4 envs x 128 steps, 4 minibatches, 4 epochs, lr 2.5e-4
 annealed, 64-64 tanh actor and critic, no observation or return normalisation, 5e5 env steps).
@@ -27,17 +21,14 @@ training return of episodes ended in the last update; jaxrl: its last evaluation
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import statistics
 import sys
 import tempfile
 import time
-import types
 from pathlib import Path
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 from common import (
     PUREJAXRL_PPO_CARTPOLE,
@@ -49,6 +40,7 @@ from common import (
     median_range,
     write_report,
 )
+from purejaxrl_compat import load_make_train
 
 sys.path.insert(0, str(REPO))
 
@@ -82,74 +74,6 @@ JAXRL_OVERRIDES = [
     "log.progress=false",
     "log.tensorboard=false",
 ]
-
-
-class _Categorical:
-    """distrax.Categorical's sample, log_prob and entropy, the three methods ppo.py calls."""
-
-    def __init__(self, logits: jax.Array) -> None:
-        self.log_probs = jax.nn.log_softmax(logits)
-
-    def sample(self, seed: jax.Array) -> jax.Array:
-        return jax.random.categorical(seed, self.log_probs)
-
-    def log_prob(self, value: jax.Array) -> jax.Array:
-        return jnp.take_along_axis(self.log_probs, value[..., None], axis=-1)[..., 0]
-
-    def entropy(self) -> jax.Array:
-        return -jnp.sum(jnp.exp(self.log_probs) * self.log_probs, axis=-1)
-
-
-class _FlattenObservationWrapper:
-    """PureJaxRL's wrapper: observations flattened (CartPole's are flat already)."""
-
-    def __init__(self, env: Any) -> None:
-        self._env = env
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._env, name)
-
-    def reset(self, key: jax.Array, params: Any = None) -> tuple[jax.Array, Any]:
-        obs, state = self._env.reset(key, params)
-        return obs.reshape(-1), state
-
-
-class _LogWrapper(_FlattenObservationWrapper):
-    """PureJaxRL's LogWrapper over gymnax ≥ 1.0 (done = terminated or truncated)."""
-
-    def reset(self, key: jax.Array, params: Any = None) -> tuple[jax.Array, Any]:
-        obs, env_state = self._env.reset(key, params)
-        zero = jnp.zeros((), jnp.float32)
-        return obs, (env_state, zero, zero, zero, zero, jnp.zeros((), jnp.int32))
-
-    def step(self, key: jax.Array, state: Any, action: jax.Array, params: Any = None) -> tuple:
-        env_state, ep_return, ep_length, done_return, done_length, timestep = state
-        obs, env_state, reward, terminated, truncated, info = self._env.step(
-            key, env_state, action, params
-        )
-        done = jnp.logical_or(terminated, truncated).astype(jnp.float32)
-        ep_return, ep_length = ep_return + reward, ep_length + 1
-        done_return = done_return * (1 - done) + ep_return * done
-        done_length = done_length * (1 - done) + ep_length * done
-        state = (env_state, ep_return * (1 - done), ep_length * (1 - done), done_return,
-                 done_length, timestep + 1)  # fmt: skip
-        info = {"returned_episode_returns": done_return, "returned_episode": done > 0}
-        return obs, state, reward, done, info
-
-
-def load_make_train(checkout: Path) -> Any:
-    """PureJaxRL's `make_train`, imported from `checkout/purejaxrl/ppo.py` with the stand-ins."""
-    source = checkout / "purejaxrl" / "ppo.py"
-    if not source.is_file():
-        sys.exit(f"--purejaxrl {checkout}: no purejaxrl/ppo.py there (clone luchris429/purejaxrl)")
-    sys.modules["distrax"] = types.SimpleNamespace(Categorical=_Categorical)
-    sys.modules["wrappers"] = types.SimpleNamespace(
-        LogWrapper=_LogWrapper, FlattenObservationWrapper=_FlattenObservationWrapper
-    )
-    spec = importlib.util.spec_from_file_location("purejaxrl_ppo", source)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.make_train
 
 
 def purejaxrl_side(make_train: Any, seeds: int) -> tuple[float, Any]:
@@ -194,7 +118,7 @@ def main() -> None:
     parser.add_argument("--jaxrl", nargs="*", default=[], help="extra jaxrl overrides")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = parser.parse_args()
-    make_train = load_make_train(args.purejaxrl)
+    make_train, _ = load_make_train(args.purejaxrl, "ppo.py")
 
     rows = []
     with tempfile.TemporaryDirectory(prefix="jaxrl-bench-pjr-") as tmp:

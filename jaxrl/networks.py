@@ -159,19 +159,31 @@ def deterministic_action(output: Array, space: Space) -> Array:
 
 
 TORSOS = ("auto", "mlp", "nature_cnn")
+# Weight initialisations an agent can offer as `agent.kernel_init`: (hidden layers, output heads).
+# orthogonal: gain √2 hidden, 1 for value heads (the PPO implementation detail, our default);
+# lecun_normal: flax's default Dense init, which CleanRL's and PureJaxRL's DQN networks keep.
+KERNEL_INITS = {
+    "orthogonal": (
+        nn.initializers.orthogonal(float(np.sqrt(2.0))),
+        nn.initializers.orthogonal(1.0),
+    ),
+    "lecun_normal": (nn.initializers.lecun_normal(), nn.initializers.lecun_normal()),
+}
 
 
 class MLPTorso(nn.Module):
-    """Hidden layers only, orthogonally initialised with gain √2 (the PPO implementation detail)."""
+    """Hidden layers only, initialised as `KERNEL_INITS[kernel_init]` says for hidden layers."""
 
     hidden_sizes: Sequence[int]
     activation: str = "tanh"
+    kernel_init: str = "orthogonal"
 
     @nn.compact
     def __call__(self, x: Array) -> Array:
         act = activation(self.activation)
+        hidden_init = KERNEL_INITS[self.kernel_init][0]
         for size in self.hidden_sizes:
-            x = act(Dense(size, kernel_init=nn.initializers.orthogonal(float(np.sqrt(2.0))))(x))
+            x = act(Dense(size, kernel_init=hidden_init)(x))
         return x
 
 
