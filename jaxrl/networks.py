@@ -21,6 +21,9 @@ from jaxrl.env import describe_actions
 
 ACTIVATIONS = {"tanh": jnp.tanh, "relu": jax.nn.relu, "elu": jax.nn.elu, "gelu": jax.nn.gelu}
 VBN_EPS = 1e-5
+# Orthogonal weights with gain √2 for layers followed by ReLU/tanh (Saxe et al. 2014; the PPO
+# implementation detail): every hidden layer and convolution that does not choose otherwise.
+HIDDEN_ORTHOGONAL = nn.initializers.orthogonal(float(np.sqrt(2.0)))
 
 
 def check_mlp(hidden_sizes: tuple[int, ...], activation_name: str) -> None:
@@ -107,8 +110,7 @@ class MLP(nn.Module):
     out_scale: float = 0.01  # small output layer: near-uniform logits / near-zero actions at start
 
     def setup(self) -> None:
-        hidden_init = nn.initializers.orthogonal(float(np.sqrt(2.0)))
-        self.hidden = [Dense(h, kernel_init=hidden_init) for h in self.hidden_sizes]
+        self.hidden = [Dense(h, kernel_init=HIDDEN_ORTHOGONAL) for h in self.hidden_sizes]
         self.head = Dense(self.out_size, kernel_init=nn.initializers.orthogonal(self.out_scale))
 
     def __call__(self, x: Array, vbn_stats: Sequence[tuple[Array, Array]] | None = None) -> Array:
@@ -163,10 +165,7 @@ TORSOS = ("auto", "mlp", "nature_cnn")
 # orthogonal: gain √2 hidden, 1 for value heads (the PPO implementation detail, our default);
 # lecun_normal: flax's default Dense init, which CleanRL's and PureJaxRL's DQN networks keep.
 KERNEL_INITS = {
-    "orthogonal": (
-        nn.initializers.orthogonal(float(np.sqrt(2.0))),
-        nn.initializers.orthogonal(1.0),
-    ),
+    "orthogonal": (HIDDEN_ORTHOGONAL, nn.initializers.orthogonal(1.0)),
     "lecun_normal": (nn.initializers.lecun_normal(), nn.initializers.lecun_normal()),
 }
 
@@ -252,7 +251,6 @@ class NatureCNN(nn.Module):
 
     @nn.compact
     def __call__(self, x: Array) -> Array:
-        init = nn.initializers.orthogonal(float(np.sqrt(2.0)))
         x = x.astype(jnp.float32) / 255.0
         for features, kernel, stride in ((32, 8, 4), (64, 4, 2), (64, 3, 1)):
             conv = nn.Conv(
@@ -260,12 +258,12 @@ class NatureCNN(nn.Module):
                 (kernel, kernel),
                 (stride, stride),
                 "VALID",
-                kernel_init=init,
+                kernel_init=HIDDEN_ORTHOGONAL,
                 conv_general_dilated=_flax_conv_valid,
             )
             x = jax.nn.relu(conv(x))
         x = x.reshape((*x.shape[:-3], -1))
-        return jax.nn.relu(Dense(512, kernel_init=init)(x))
+        return jax.nn.relu(Dense(512, kernel_init=HIDDEN_ORTHOGONAL)(x))
 
 
 # 8x8 stride 4, 4x4 stride 2, 3x3 stride 1 leave at least one pixel from 36 on.
