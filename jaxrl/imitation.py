@@ -162,12 +162,9 @@ def load_expert(cfg: ImitationConfig, spec: EnvSpec) -> Expert:
             f"agent.expert={cfg.expert} was trained on env '{expert.spec.name}'; this run's env "
             f"is '{spec.name}' (the expert must act in the learner's env)"
         )
-    for what in ("observation_space", "action_space"):  # as the run directories record them
-        if expert.spec.to_json()[what] != spec.to_json()[what]:
-            raise ConfigError(
-                f"agent.expert={cfg.expert}: its {what} {getattr(expert.spec, what)} is not this "
-                f"run's {getattr(spec, what)}"
-            )
+    from jaxrl.policy import check_same_spaces
+
+    check_same_spaces(f"agent.expert={cfg.expert}", expert.spec, spec)
     return expert
 
 
@@ -175,19 +172,10 @@ def load_expert(cfg: ImitationConfig, spec: EnvSpec) -> Expert:
 def _load_expert(run_dir: str, seed: int | None, grid_point: int | None) -> Expert:
     """Read once per process: the learner's agent is built several times per run (its grid
     points, the traced program), each reading the same expert."""
-    from jaxrl.policy import load_policy
+    from jaxrl.policy import load_named_run
 
-    where = f"agent.expert={run_dir}"
-    if not (Path(run_dir) / "config.json").is_file():
-        raise ConfigError(f"{where}: no config.json there (is it a jaxrl run directory?)")
-    try:
-        policy = load_policy(run_dir, seed, grid_point)
-    except ConfigError as e:
-        raise ConfigError(f"{where}: {str(e).split(': ', 1)[-1]}") from None
-    except (ValueError, OSError) as e:
-        raise ConfigError(f"{where}: cannot load its policy: {e}") from None
+    policy, config = load_named_run(run_dir, "agent.expert", seed, grid_point)
     agent, state = policy.agent, policy.agent_state
-    config = json.loads((Path(run_dir) / "config.json").read_text())
     return Expert(
         run_dir=run_dir,
         agent=config["agent"]["name"],

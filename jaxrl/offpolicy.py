@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import ClassVar, NamedTuple
 
 import jax
@@ -25,7 +26,7 @@ import optax
 
 from jaxrl import frame_replay, prioritized, replay
 from jaxrl.config import require
-from jaxrl.datatypes import Action, Agent, Array, Key, Metrics, PyTree, Transition
+from jaxrl.datatypes import Action, Agent, Array, EnvSpec, Key, Metrics, PyTree, Transition
 from jaxrl.env import Env, random_actions
 from jaxrl.frame_replay import FrameReplayState
 from jaxrl.networks import check_mlp
@@ -58,6 +59,10 @@ class OffPolicyConfig:
     gamma: float = 0.99
     hidden_sizes: tuple[int, ...] = (256, 256)
     activation: str = "relu"
+    # A finished run of the same agent whose learner (networks, target networks, optimiser and
+    # temperature states; its first seed's) every seed starts from, with an empty buffer and the
+    # warm-up as usual: fine-tuning, e.g. on a harder env of the same spaces. "": a fresh learner.
+    init_from: str = ""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "hidden_sizes", tuple(self.hidden_sizes))
@@ -508,6 +513,8 @@ def off_policy_setup(
         f"agent.buffer_size={cfg.buffer_size} must hold at least {n_step} step(s) of the env "
         f"batch ({num_envs} envs)" + (f" for agent.n_step={n_step}" if n_step > 1 else ""),
     )
+    if cfg.init_from:
+        learner = learner._replace(init=trained_init(cfg, env.spec, learner))
     return OffPolicySetup(
         cfg,
         env,
@@ -518,6 +525,38 @@ def off_policy_setup(
         n_step=n_step,
         prioritization=prioritization,
     )
+
+
+def trained_init(cfg: OffPolicyConfig, spec: EnvSpec, learner: Learner) -> Callable[[Key], PyTree]:
+    """`learner.init` replaced by the learner state of the run `cfg.init_from`, checked before
+    anything compiles: the same agent, the env's spaces, and networks of the same shapes."""
+    from jaxrl.policy import check_same_spaces
+
+    where = f"agent.init_from={cfg.init_from}"
+    name, trained_spec, trained = _trained_learner(str(Path(cfg.init_from).expanduser().absolute()))
+    require(
+        name == cfg.name, f"{where} is a run of agent '{name}'; this run's agent is '{cfg.name}'"
+    )
+    check_same_spaces(where, trained_spec, spec)
+    fresh = jax.eval_shape(learner.init, jax.random.key(0))
+    shapes = [(x.shape, x.dtype) for x in jax.tree.leaves(fresh)]
+    require(
+        jax.tree.structure(fresh) == jax.tree.structure(trained)
+        and shapes == [(x.shape, x.dtype) for x in jax.tree.leaves(trained)],
+        f"{where}: its networks have other shapes than this run's (agent.hidden_sizes and the "
+        f"agent's other size keys must be the run's: see its config.yaml)",
+    )
+    return lambda key: trained
+
+
+@functools.lru_cache(maxsize=4)
+def _trained_learner(run_dir: str) -> tuple[str, EnvSpec, PyTree]:
+    """(agent name, env spec, learner state of the first seed) of a run, read once per process:
+    the agent is built several times per run (grid points, the traced program)."""
+    from jaxrl.policy import load_named_run
+
+    policy, config = load_named_run(run_dir, "agent.init_from")
+    return config["agent"]["name"], policy.spec, policy.agent_state.learner
 
 
 def first_update_after(cfg: OffPolicyConfig, num_envs: int, n_step: int = 1) -> int:

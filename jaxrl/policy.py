@@ -16,6 +16,7 @@ import numpy as np
 
 import agents
 from jaxrl import hyper
+from jaxrl.config import ConfigError
 from jaxrl.datatypes import Agent, EnvSpec
 from jaxrl.env import SpecOnlyEnv
 from jaxrl.prng import make_key
@@ -96,3 +97,32 @@ def load_policy(
     agent_cfg = hyper.traced_config(cfg.agent, {k: jnp.float32(v) for k, v in values.items()})
     agent = entry.build(agent_cfg, env, cfg.budget.env_steps)
     return Policy(agent, agent_state, spec, seed, values)
+
+
+def load_named_run(
+    run_dir: str, key: str, seed: int | None = None, grid_point: int | None = None
+) -> tuple[Policy, dict[str, Any]]:
+    """The policy and the config (config.json) of a run that the config key `key` names
+    (`agent.expert`, `agent.init_from`): anything that stops it loading is one ConfigError line
+    naming `key`, raised before anything compiles."""
+    where = f"{key}={run_dir}"
+    if not (Path(run_dir) / "config.json").is_file():
+        raise ConfigError(f"{where}: no config.json there (is it a jaxrl run directory?)")
+    try:
+        policy = load_policy(run_dir, seed, grid_point)
+    except ConfigError as e:
+        raise ConfigError(f"{where}: {str(e).split(': ', 1)[-1]}") from None
+    except (ValueError, OSError) as e:
+        raise ConfigError(f"{where}: cannot load its policy: {e}") from None
+    return policy, json.loads((Path(run_dir) / "config.json").read_text())
+
+
+def check_same_spaces(where: str, trained: EnvSpec, spec: EnvSpec) -> None:
+    """Refuse (one ConfigError line naming `where`) a run trained on other observation or action
+    spaces than `spec`'s, compared as run directories record them."""
+    for what in ("observation_space", "action_space"):
+        if trained.to_json()[what] != spec.to_json()[what]:
+            raise ConfigError(
+                f"{where}: its {what} {getattr(trained, what)} is not this run's "
+                f"{getattr(spec, what)}"
+            )
