@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field, fields, is_dataclass
+from dataclasses import dataclass, field, fields, is_dataclass, replace
 from typing import Any
 
 from omegaconf import MISSING
@@ -209,6 +209,15 @@ class RunConfig:
     @property
     def seeds(self) -> list[int]:
         return list(range(self.seed, self.seed + self.num_seeds))
+
+
+def own_checkpoint_config(agent_cfg: Any) -> Any:
+    """The agent config of a run whose learner comes from its own checkpoint (resumed, or
+    loaded as a policy): `init_from` dropped, so the run it started from is not read again (nor
+    needed: it may have moved)."""
+    if getattr(agent_cfg, "init_from", ""):
+        return replace(agent_cfg, init_from="")
+    return agent_cfg
 
 
 def to_dict(obj: Any) -> Any:

@@ -112,9 +112,13 @@ class Trainer:
         self._make_agent = lambda agent_cfg: entry.build(
             agent_cfg, self.env, self.cfg.budget.env_steps
         )
+        # A resumed run's learner is in its own checkpoint: the run it started from is not read.
+        self._agent_cfg = self.cfg.agent
+        if self.cfg.resume:
+            self._agent_cfg = config_lib.own_checkpoint_config(self.cfg.agent)
         # The agent with the config's own values: its static facts (steps per iteration) are
         # every grid point's, and it is the agent of a run without a grid.
-        self.agent = self._make_agent(self.cfg.agent)
+        self.agent = self._make_agent(self._agent_cfg)
         self.budget = int(self.cfg.budget.env_steps)
         self.eval_every = self._eval_every()
         # Runs are initialised one after another (lax.map), not vmapped: a vmapped orthogonal
@@ -165,7 +169,7 @@ class Trainer:
         """The agent of one run: built inside the traced program from its (traced) values."""
         if not hyperparameters:
             return self.agent
-        return self._make_agent(hyper.traced_config(self.cfg.agent, hyperparameters))
+        return self._make_agent(hyper.traced_config(self._agent_cfg, hyperparameters))
 
     def run_keys(self) -> Array:
         """Each run's key: that of its seed (the same for every grid point)."""

@@ -16,7 +16,7 @@ import numpy as np
 
 import agents
 from jaxrl import hyper
-from jaxrl.config import ConfigError
+from jaxrl.config import ConfigError, own_checkpoint_config
 from jaxrl.datatypes import Agent, EnvSpec
 from jaxrl.env import SpecOnlyEnv
 from jaxrl.prng import make_key
@@ -89,12 +89,13 @@ def load_policy(
     num_runs = max(len(points), 1) * len(seeds)
     index = (grid_point or 0) * len(seeds) + seeds.index(seed)
     # Every run's state has the structure of the config's own agent: grid values change no shape.
-    one = jax.eval_shape(entry.build(cfg.agent, env, cfg.budget.env_steps).init, make_key(seed))
+    agent_cfg = own_checkpoint_config(cfg.agent)
+    one = jax.eval_shape(entry.build(agent_cfg, env, cfg.budget.env_steps).init, make_key(seed))
     like = jax.tree.map(lambda x: jax.ShapeDtypeStruct((num_runs, *x.shape), x.dtype), one)
     states = restore_agent_states(Path(run_dir) / CHECKPOINTS, like)
     agent_state = jax.tree.map(lambda x: x[index], states)
     values = points[grid_point] if points else {}
-    agent_cfg = hyper.traced_config(cfg.agent, {k: jnp.float32(v) for k, v in values.items()})
+    agent_cfg = hyper.traced_config(agent_cfg, {k: jnp.float32(v) for k, v in values.items()})
     agent = entry.build(agent_cfg, env, cfg.budget.env_steps)
     return Policy(agent, agent_state, spec, seed, values)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -219,15 +220,22 @@ def test_init_from_starts_every_seed_at_the_trained_learner(pendulum_sac_expert)
 def test_a_run_started_from_an_expert_acts_as_well_before_any_update(pendulum_sac_expert, tmp_path):
     """Through the CLI: 1,000 env steps, all of them warm-up (no update), evaluated at the end
     (10 deterministic episodes per seed). Started from the expert (−85.7 and −145.8 at 20k) the
-    mean over 2 seeds is above −300 (uniformly random actions score −1,195)."""
+    mean over 2 seeds is above −300 (uniformly random actions score −1,195). Once trained, the
+    run stands on its own: with the run it started from gone, its policy loads (the expert's
+    actions) and a resumed run builds."""
     from cli_helpers import cli
 
+    from jaxrl.cli import resumed_config
+    from jaxrl.policy import load_policy
+
+    source = tmp_path / "source"
+    shutil.copytree(pendulum_sac_expert.run_dir, source)
     run_dir = tmp_path / "finetune"
     proc = cli(
         "agent=sac",
         *EXPERT_SHAPES,
         "num_seeds=2",
-        f"agent.init_from={pendulum_sac_expert.run_dir}",
+        f"agent.init_from={source}",
         "agent.learning_starts=2000",
         "budget.env_steps=1000",
         *QUIET,
@@ -236,6 +244,12 @@ def test_a_run_started_from_an_expert_acts_as_well_before_any_update(pendulum_sa
     assert proc.returncode == 0, proc.stderr
     summary = json.loads((run_dir / "summary.json").read_text())
     assert_mean_at_least(summary, -300)
+    shutil.rmtree(source)
+    obs = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 2.0]], np.float32)
+    np.testing.assert_array_equal(
+        load_policy(run_dir)(obs), load_policy(pendulum_sac_expert.run_dir)(obs)
+    )
+    Trainer(resumed_config(run_dir))
 
 
 def test_init_from_refuses_runs_it_cannot_start_from(pendulum_sac_expert, tmp_path):
