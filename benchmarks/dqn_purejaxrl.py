@@ -216,6 +216,8 @@ def main() -> None:
             print(f"  PureJaxRL {peer[-1]}, jaxrl {ours[-1]}", flush=True)
     peer_s, ours_s = [r[0] for r in peer], [r[0] for r in ours]
     steps = int(PUREJAXRL_CONFIG["TOTAL_TIMESTEPS"])
+    # `--jaxrl` may change jaxrl's budget (a smoke run): its row counts its own env steps.
+    ours_steps = int(compose([*PUREJAXRL_DQN_CARTPOLE, *args.jaxrl]).budget.env_steps)
     rows = [
         [
             "PureJaxRL dqn.py",
@@ -229,7 +231,7 @@ def main() -> None:
             "jaxrl `agent=dqn`, with its evaluations and checkpoints",
             f"{statistics.median([r[2] for r in ours]):.1f}",
             median_range(ours_s, 1),
-            f"{args.seeds * steps / statistics.median(ours_s):,.0f}",
+            f"{args.seeds * ours_steps / statistics.median(ours_s):,.0f}",
             f"{statistics.median(peer_s) / statistics.median(ours_s):.2f}x",
             quality([r[1] for r in ours]),
         ],
@@ -251,8 +253,8 @@ def main() -> None:
         "# DQN CartPole-v1: jaxrl beside PureJaxRL's dqn.py (one process, runs interleaved)\n\n"
         f"Machine: {machine()}. Command: `python benchmarks/dqn_purejaxrl.py "
         f"{' '.join(sys.argv[1:])}`. {args.seeds} seeds in one program per side, "
-        f"{steps:,} env steps each, {args.repeats} runs per side, alternating; medians with "
-        "min-max. jaxrl overrides: "
+        f"{steps:,} env steps each (jaxrl {ours_steps:,}), {args.repeats} runs per side, "
+        "alternating; medians with min-max. jaxrl overrides: "
         f"`{' '.join(PUREJAXRL_DQN_CARTPOLE + args.jaxrl)}`.\n\n"
         f"{markdown_table(header, rows)}\n\nEach seed's final greedy return (10 episodes):\n\n"
         f"{per_run}\n"
