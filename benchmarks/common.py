@@ -211,10 +211,13 @@ def write_report_if_quiet(text: str, out: Path, load: float, limit: float) -> No
 def finish_imitation_plot(
     fig: Any, ax: Any, expert: float, title: str, ylabel: str, out: Path
 ) -> None:
-    """The imitation plots' common ending: the expert's level and 90% of it, labels, legend,
-    saved to `out`."""
+    """The imitation plots' common ending: the expert's level and (for a positive one) 90% of it,
+    labels, legend, saved to `out`."""
     ax.axhline(expert, color="k", linestyle="--", linewidth=1, label="expert")
-    ax.axhline(0.9 * expert, color="gray", linestyle=":", linewidth=1, label="90% of the expert")
+    if expert > 0:  # 90% of a negative return would lie above the expert
+        ax.axhline(
+            0.9 * expert, color="gray", linestyle=":", linewidth=1, label="90% of the expert"
+        )
     ax.set_xlabel("expert-labelled steps")
     ax.set_ylabel(ylabel)
     ax.set_title(title)
