@@ -77,9 +77,12 @@ def main() -> None:
         default=list(CURVES),
         help="the curve runs (BC's runs are --bc-episodes; none with --bc-episodes alone)",
     )
+    parser.add_argument("--curve-steps", type=int, help="env steps of each curve run")
+    parser.add_argument("--out", help="results file stem (default: the task's)")
     args = parser.parse_args()
 
     env_id, expert_name, stem = TASKS[args.hardcore]
+    stem = args.out or stem
     expert_dir = REPO / "benchmarks" / "experts" / expert_name
     workdir = Path(tempfile.mkdtemp(prefix=f"{stem}_"))
     summary = json.loads((expert_dir / "summary.json").read_text())
@@ -94,7 +97,7 @@ def main() -> None:
         result = jaxrl.train(
             *overrides,
             *base,
-            f"budget.env_steps={budget}",
+            f"budget.env_steps={args.curve_steps or budget}",
             f"eval.per_run={args.evals}",
             run_dir=workdir / name,
         )
