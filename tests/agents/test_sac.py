@@ -268,12 +268,7 @@ def test_init_from_refuses_runs_it_cannot_start_from(pendulum_sac_expert, tmp_pa
             r"its observation_space Box\(low=.*shape=\(3,\).* is not this run.s Box\(.*\(2,\)",
         ),
         (
-            [
-                "agent=sac",
-                "env=Pendulum-v1",
-                "agent.hidden_sizes=[32]",
-                f"agent.init_from={expert}",
-            ],
+            ["agent=sac", "env=Pendulum-v1", "agent.hidden_sizes=[32]", init],
             r"its networks have other shapes than this run's",
         ),
     ]
