@@ -22,6 +22,7 @@ import json
 import os
 import sys
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -70,9 +71,16 @@ def time_to_target(evals_csv: Path, target: float) -> tuple[float | None, float 
 
 
 def run_cli(
-    what: str, num_seeds: int, cache_dir: Path, workdir: Path, budget: float, eval_every: int
+    what: str,
+    num_seeds: int,
+    cache_dir: Path,
+    workdir: Path,
+    budget: float,
+    eval_every: int,
+    extra: Sequence[str] = (),
 ) -> Row:
-    """One training process; its wall time includes Python start-up, imports and Hydra."""
+    """One training process (`extra`: more overrides); its wall time includes Python start-up,
+    imports and Hydra."""
     run_dir = workdir / "".join(c if c.isalnum() else "_" for c in what)  # Hydra-safe
     cmd = [
         sys.executable,
@@ -85,6 +93,7 @@ def run_cli(
         f"eval.every={eval_every}",
         "log.progress=false",
         f"log.dir={run_dir}",
+        *extra,
     ]
     env = repo_env(JAXRL_CACHE_DIR=str(cache_dir))
     _, wall = run_process(what, cmd, cwd=workdir, env=env)

@@ -57,10 +57,30 @@ def evosax_version() -> str | None:
         return None
 
 
-def worker(num_seeds: int, budget: float, seed: int) -> dict[str, Any]:
-    """Train `num_seeds` seeds (vmapped, one compiled program) until `budget` env steps per seed;
-    returns timings and the evaluation curve."""
+def evosax_or_skip(what: str) -> str | None:
+    """The installed evosax version; when it is missing, None after saying that `what` is
+    skipped."""
+    version = evosax_version()
+    if version is None:
+        print("evosax is not installed (it is not a jaxrl dependency): `pip install evosax` to run")
+        print(f"{what}. Skipped.")
+    return version
+
+
+def worker(
+    num_seeds: int, budget: float, seed: int, cache_dir: str | None, until_solved: bool
+) -> dict[str, Any]:
+    """Train `num_seeds` seeds (vmapped, one compiled program) until `budget` env steps per seed
+    (or, `until_solved`, until the evaluation's mean over seeds reaches TARGET, as jaxrl's
+    `budget.target_return` stops); returns timings and the evaluation curve. `cache_dir`: XLA's
+    persistent cache with jaxrl's settings (`jaxrl.cli.enable_compilation_cache`), so both sides
+    start from the same kind of cache."""
     import jax
+
+    if cache_dir is not None:
+        jax.config.update("jax_compilation_cache_dir", cache_dir)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+        jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
     import jax.numpy as jnp
     import optax
     from evosax.algorithms import Open_ES
@@ -128,6 +148,8 @@ def worker(num_seeds: int, budget: float, seed: int) -> dict[str, Any]:
                 "per_seed": [float(x) for x in eval_return],
             }
         )
+        if until_solved and curve[-1]["eval_return"] >= TARGET:
+            break
     return {
         "compile_s": compile_s,
         "run_s": run_s,
@@ -137,12 +159,28 @@ def worker(num_seeds: int, budget: float, seed: int) -> dict[str, Any]:
     }
 
 
-def run_row(what: str, num_seeds: int, budget: float, seed: int) -> list[str]:
-    """One worker process; the row of the table."""
+def run_worker(
+    what: str,
+    num_seeds: int,
+    budget: float,
+    seed: int,
+    cache_dir: Path | None = None,
+    until_solved: bool = False,
+) -> tuple[dict[str, Any], float]:
+    """One worker process (this script, `--worker`): its result and its wall seconds."""
     cmd = [sys.executable, __file__, "--worker", f"--num-seeds={num_seeds}"]
     cmd += [f"--budget={budget:g}", f"--seed={seed}"]
+    if cache_dir is not None:
+        cmd.append(f"--cache-dir={cache_dir}")
+    if until_solved:
+        cmd.append("--until-solved")
     stdout, wall = run_process(what, cmd)
-    result = last_json(stdout)
+    return last_json(stdout), wall
+
+
+def run_row(what: str, num_seeds: int, budget: float, seed: int) -> list[str]:
+    """One worker process; the row of the table."""
+    result, wall = run_worker(what, num_seeds, budget, seed)
     curve = result["curve"]
     hit = next((c for c in curve if c["eval_return"] >= TARGET), None)
     best = [max(c["per_seed"][i] for c in curve) for i in range(num_seeds)]
@@ -167,15 +205,16 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--num-seeds", type=int, default=1, help=argparse.SUPPRESS)
+    parser.add_argument("--cache-dir", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--until-solved", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
 
-    version = evosax_version()
+    version = evosax_or_skip("this reference benchmark")
     if version is None:
-        print("evosax is not installed (it is not a jaxrl dependency): `pip install evosax` to run")
-        print("this reference benchmark. Skipped.")
         return
     if args.worker:
-        print(json.dumps(worker(args.num_seeds, args.budget, args.seed)))
+        result = worker(args.num_seeds, args.budget, args.seed, args.cache_dir, args.until_solved)
+        print(json.dumps(result))
         return
     if int(version.split(".")[0]) == 0 and int(version.split(".")[1]) < 2:
         print(f"evosax {version} predates the 0.2 API this script uses; pip install -U evosax")
