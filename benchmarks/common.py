@@ -7,12 +7,14 @@ import it as `from common import ...`.
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import platform
 import statistics
 import subprocess
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -104,6 +106,21 @@ def best_of(compiled: Any, *args: Any, repeats: int = 3) -> float:
         jax.block_until_ready(compiled(*args))
         best = min(best, time.perf_counter() - t)
     return best  # seconds per 1,000 steps = ms per step
+
+
+def eval_curves(
+    run_dir: Path, columns: Sequence[str]
+) -> tuple[list[int], dict[str, list[list[float]]]]:
+    """A run directory's evaluations (`evals.csv`): the env steps evaluated at, and for each of
+    `columns` one list per seed of its values at those steps."""
+    with open(run_dir / "evals.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    seeds = sorted({int(r["seed"]) for r in rows})
+    curves = {
+        column: [[float(r[column]) for r in rows if int(r["seed"]) == s] for s in seeds]
+        for column in columns
+    }
+    return sorted({int(r["env_steps"]) for r in rows}), curves
 
 
 def fmt(x: float | None, digits: int = 1) -> str:

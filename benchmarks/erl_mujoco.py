@@ -25,14 +25,23 @@ side by side in two processes (`--rows erl` and `--rows ddpg`) and the report be
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from common import REPO, RESULTS, fmt, machine, markdown_table, repo_env, run_process, write_report
+from common import (
+    REPO,
+    RESULTS,
+    eval_curves,
+    fmt,
+    machine,
+    markdown_table,
+    repo_env,
+    run_process,
+    write_report,
+)
 
 ENV = "gym/HalfCheetah-v5"
 DDPG_LIKE_ERL = [  # ERLConfig's learner settings, set on agent=ddpg
@@ -78,17 +87,12 @@ def command(row: str, args: argparse.Namespace, run_dir: Path) -> list[str]:
 
 def read(row: str, cmd: list[str], run_dir: Path) -> Result:
     summary = json.loads((run_dir / "summary.json").read_text())
-    with open(run_dir / "evals.csv", newline="") as f:
-        evals = list(csv.DictReader(f))
-    seeds = sorted({int(e["seed"]) for e in evals})
-    returns = np.array(
-        [[float(e["eval_return"]) for e in evals if int(e["seed"]) == s] for s in seeds]
-    )
+    steps, curves = eval_curves(run_dir, ["eval_return"])
     return Result(
         row,
         "python -m jaxrl.run " + " ".join(cmd),
-        sorted({int(e["env_steps"]) for e in evals}),
-        returns,
+        steps,
+        np.array(curves["eval_return"]),
         summary["compile_seconds"],
         summary["run_seconds"],
         summary["env_steps"],

@@ -24,15 +24,13 @@ and tanh left out), so the policy's share of the training rate is 8,960 x comput
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-from common import REPO, RESULTS, load_note, machine, markdown_table, write_report
-from es_cartpole import run_cli
+from common import REPO, RESULTS, best_of, load_note, machine, markdown_table, write_report
+from es_cartpole import Row, run_cli
 
 sys.path.insert(0, str(REPO))
 
@@ -48,20 +46,10 @@ POLICY_FLOPS = 2 * (OBS * HIDDEN[0] + HIDDEN[0] * HIDDEN[1] + HIDDEN[1] * LOGITS
 MATMUL_N = 2048
 
 
-def best_seconds(fn, *args, repeats: int) -> float:
-    jax.block_until_ready(fn(*args))
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        jax.block_until_ready(fn(*args))
-        times.append(time.perf_counter() - t)
-    return min(times)
-
-
 def dense_gflops(repeats: int) -> float:
     a = jax.random.normal(jax.random.key(0), (MATMUL_N, MATMUL_N), jnp.float32)
     b = jax.random.normal(jax.random.key(1), (MATMUL_N, MATMUL_N), jnp.float32)
-    seconds = best_seconds(jax.jit(jnp.matmul), a, b, repeats=repeats)
+    seconds = best_of(jax.jit(jnp.matmul).lower(a, b).compile(), a, b, repeats=repeats)
     return 2 * MATMUL_N**3 / seconds / 1e9
 
 
@@ -80,16 +68,14 @@ def policy_alone(repeats: int) -> tuple[float, float]:
 
         return jax.lax.scan(step, obs, None, length=STEPS)[0]
 
-    seconds = best_seconds(rollout, params, obs, repeats=repeats)
+    seconds = best_of(rollout.lower(params, obs).compile(), params, obs, repeats=repeats)
     steps_per_s = MEMBERS * EPISODES * STEPS / seconds
     return POLICY_FLOPS * steps_per_s / 1e9, steps_per_s
 
 
-def es_training(workdir: Path) -> dict:
-    """es_cartpole.py's 1-seed row (2M env steps, an evaluation every generation): its summary."""
-    what = "es"
-    run_cli(what, 1, workdir / "cache", workdir, 2e6, eval_every=1)
-    return json.loads((workdir / what / "summary.json").read_text())
+def es_training(workdir: Path) -> Row:
+    """es_cartpole.py's 1-seed row: 2M env steps, an evaluation every generation."""
+    return run_cli("es", 1, workdir / "cache", workdir, 2e6, eval_every=1)
 
 
 def main() -> None:
@@ -102,10 +88,9 @@ def main() -> None:
     peak = dense_gflops(args.repeats)
     alone, alone_steps = policy_alone(args.repeats)
     with tempfile.TemporaryDirectory(prefix="jaxrl-bench-es-flops-") as tmp:
-        summary = es_training(Path(tmp))
+        row = es_training(Path(tmp))
     load_after = os.getloadavg()[0]
-    computed = summary["env_steps_computed"] / summary["run_seconds"]
-    counted = summary["env_steps_per_second"]
+    computed, counted = row.computed_steps_per_s, row.steps_per_s
     training = POLICY_FLOPS * computed / 1e9
 
     header = ["what", "policy steps/s", "GFLOP/s", "of the dense rate", "of the policy alone"]

@@ -24,7 +24,6 @@ over several sessions:
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
 import sys
@@ -36,6 +35,7 @@ import numpy as np
 from common import (
     REPO,
     RESULTS,
+    eval_curves,
     fmt,
     load_note,
     machine,
@@ -129,9 +129,7 @@ def run(row: Row, args: argparse.Namespace, run_dir: Path) -> dict:
 def read_run(run_dir: Path, command: str, wall: float | None) -> dict:
     """A finished run directory's figures and curves, under the command that trained it."""
     summary = json.loads((run_dir / "summary.json").read_text())
-    with open(run_dir / "evals.csv", newline="") as f:
-        rows = list(csv.DictReader(f))
-    seeds = sorted({int(r["seed"]) for r in rows})
+    steps, curves = eval_curves(run_dir, ["eval_success_rate", "eval_return"])
     return {
         "command": command,
         "machine": machine(),
@@ -139,11 +137,9 @@ def read_run(run_dir: Path, command: str, wall: float | None) -> dict:
         "compile_s": summary["compile_seconds"],
         "run_s": summary["run_seconds"],
         "peak_rss_gb": summary.get("peak_rss_gb"),  # summaries of runs since it was added
-        "steps": sorted({int(r["env_steps"]) for r in rows}),
-        "success": [
-            [float(r["eval_success_rate"]) for r in rows if int(r["seed"]) == s] for s in seeds
-        ],
-        "returns": [[float(r["eval_return"]) for r in rows if int(r["seed"]) == s] for s in seeds],
+        "steps": steps,
+        "success": curves["eval_success_rate"],
+        "returns": curves["eval_return"],
     }
 
 
