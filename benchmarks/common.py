@@ -7,7 +7,6 @@ import it as `from common import ...`.
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 import platform
@@ -18,6 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from jaxrl.sweep import read_evals
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "benchmarks" / "results"
@@ -111,16 +112,14 @@ def best_of(compiled: Any, *args: Any, repeats: int = 3) -> float:
 def eval_curves(
     run_dir: Path, columns: Sequence[str]
 ) -> tuple[list[int], dict[str, list[list[float]]]]:
-    """A run directory's evaluations (`evals.csv`): the env steps evaluated at, and for each of
-    `columns` one list per seed of its values at those steps."""
-    with open(run_dir / "evals.csv", newline="") as f:
-        rows = list(csv.DictReader(f))
-    seeds = sorted({int(r["seed"]) for r in rows})
-    curves = {
-        column: [[float(r[column]) for r in rows if int(r["seed"]) == s] for s in seeds]
-        for column in columns
-    }
-    return sorted({int(r["env_steps"]) for r in rows}), curves
+    """A gridless run directory's evaluations (`evals.csv`, read by `jaxrl.sweep.read_evals`):
+    the env steps evaluated at, and for each of `columns` one list per seed of its values."""
+    curves = {}
+    for column in columns:
+        _, per_seed = read_evals(run_dir / "evals.csv", column)[None]
+        curves[column] = [values.tolist() for _, values in per_seed.values()]
+    steps = sorted({int(step) for steps, _ in per_seed.values() for step in steps})
+    return steps, curves
 
 
 def fmt(x: float | None, digits: int = 1) -> str:

@@ -48,7 +48,7 @@ BRAX = tuple(
 OPEN_ENDED = ("gym/<any Gymnasium id>", "ALE/<Game>-v5")
 # The JAX-native family (gymnax) with Gymnasium's own episode caps (gymnax's params carry them
 # too, but `VectorEnv` enforces the cap so that truncation is reported apart from termination).
-# Listed here so that naming an env, or refusing a bad one, does not import gymnax (~2 s).
+# Listed here so that naming an env, or refusing a bad one, imports neither gymnax nor JAX.
 GYMNAX_MAX_EPISODE_STEPS = {
     "CartPole-v1": 500,
     "Acrobot-v1": 500,

@@ -7,17 +7,66 @@ writing it into the twin's `unwrapped.state` and calling its `render()` (`Gymnax
 
 from __future__ import annotations
 
+import importlib
 import os
+import sys
+import types
 from typing import Any
 
-import gymnax
 import jax.numpy as jnp
 import numpy as np
-from gymnax.environments import spaces as gymnax_spaces
 
 from envs import GYMNAX_MAX_EPISODE_STEPS
 from jaxrl.datatypes import Box, Discrete, EnvSpec, Space
 from jaxrl.env import EnvCore, VectorEnv
+
+
+class _DeferredModule(types.ModuleType):
+    """Stands in for a module until one of its attributes is read, then reads the real one's.
+
+    `__spec__` is set, so the import system, which reads it off any module in `sys.modules`,
+    does not trigger the load (as it does through `importlib.util.LazyLoader`)."""
+
+    def __init__(self, name: str, **submodules: types.ModuleType) -> None:
+        super().__init__(name)
+        self.__spec__ = None
+        self.__dict__.update(submodules)
+
+    def __getattr__(self, attribute: str) -> Any:
+        if attribute.startswith("__"):
+            raise AttributeError(attribute)
+        if sys.modules.get(self.__name__) is self:  # read during the import it stands in for
+            del sys.modules[self.__name__]
+        return getattr(importlib.import_module(self.__name__), attribute)
+
+
+def _import_gymnax() -> types.ModuleType:
+    """`import gymnax` without loading seaborn, scipy.stats and matplotlib.pyplot (2-3 s).
+
+    gymnax's `__init__` imports every env, and its Pong and four-rooms import those plotting
+    libraries at module level for their `render`, which we never call. They stand in as
+    `_DeferredModule`s while gymnax imports, and load if gymnax's own renderers are used. Where
+    one of them is imported already, gymnax imports as usual."""
+    pyplot, colors = (_DeferredModule(f"matplotlib.{name}") for name in ("pyplot", "colors"))
+    stand_ins = {
+        "seaborn": _DeferredModule("seaborn"),
+        "matplotlib": _DeferredModule("matplotlib", pyplot=pyplot, colors=colors),
+        "matplotlib.pyplot": pyplot,
+        "matplotlib.colors": colors,
+    }
+    if any(name in sys.modules for name in stand_ins):
+        return importlib.import_module("gymnax")
+    sys.modules.update(stand_ins)
+    try:
+        return importlib.import_module("gymnax")
+    finally:
+        for name, module in stand_ins.items():
+            if sys.modules.get(name) is module:
+                del sys.modules[name]
+
+
+gymnax = _import_gymnax()
+gymnax_spaces = gymnax.environments.spaces
 
 # The gymnax state fields that make up each twin's `unwrapped.state`, in Gymnasium's order, and
 # extra attributes the twin's `render` reads.

@@ -56,6 +56,7 @@ def connect(cfg: RayConfig, timeout: float | None) -> None:
     # of the same step (often the same error) would otherwise be printed as tracebacks.
     os.environ.setdefault("RAY_IGNORE_UNHANDLED_ERRORS", "1")
     outcome: list[BaseException | None] = []
+    answered = threading.Event()
 
     def join() -> None:
         try:
@@ -67,17 +68,20 @@ def connect(cfg: RayConfig, timeout: float | None) -> None:
             )
         except Exception as e:
             outcome.append(e)
-            return
-        outcome.append(None)
-        # A local cluster's processes are told to die with the thread that started them
-        # (PR_SET_PDEATHSIG): this one lives as long as the process.
-        threading.Event().wait()
+        else:
+            outcome.append(None)
+        answered.set()
+        if outcome[0] is None:
+            # A local cluster's processes are told to die with the thread that started them
+            # (PR_SET_PDEATHSIG): this one lives as long as the process.
+            threading.Event().wait()
 
     # Ray retries a cluster that does not let it in (a token it does not accept) for many
-    # minutes; the wait is bounded here instead.
+    # minutes; the wait is bounded here instead. The thread never ends (see above): what is
+    # waited for is its answer.
     thread = threading.Thread(target=join, name="jaxrl-ray-join", daemon=True)
     thread.start()
-    thread.join(None if timeout is None else max(timeout, MIN_JOIN_SECONDS))
+    answered.wait(None if timeout is None else max(timeout, MIN_JOIN_SECONDS))
     shown = "null" if cfg.address is None else cfg.address
     hint = (
         "is the cluster up (`ray status`)? With Ray's token authentication, set "

@@ -87,8 +87,10 @@ def value_text(value: Value) -> str:
 Curves = dict[int, tuple[np.ndarray, np.ndarray]]
 
 
-def read_evals(path: Path) -> dict[int | None, tuple[dict[str, Value], Curves]]:
-    """Per grid point (None without a grid): its values and, per seed, (env_steps, eval_return)
+def read_evals(
+    path: Path, column: str = "eval_return"
+) -> dict[int | None, tuple[dict[str, Value], Curves]]:
+    """Per grid point (None without a grid): its values and, per seed, (env_steps, `column`)
     in iteration order. A resumed run may have logged an iteration twice; the last row wins."""
     rows: dict[int | None, dict[int, dict[int, tuple[float, float]]]] = {}
     values: dict[int | None, dict[str, Value]] = {}
@@ -100,7 +102,7 @@ def read_evals(path: Path) -> dict[int | None, tuple[dict[str, Value], Curves]]:
             point = int(row["grid_point"]) if "grid_point" in columns else None
             values.setdefault(point, {k: float(row[k]) for k in keys})
             per_seed = rows.setdefault(point, {}).setdefault(int(row["seed"]), {})
-            per_seed[int(row["iteration"])] = (float(row["env_steps"]), float(row["eval_return"]))
+            per_seed[int(row["iteration"])] = (float(row["env_steps"]), float(row[column]))
     if not rows:
         raise ValueError(f"{path} has no evaluations yet")
     out = {}

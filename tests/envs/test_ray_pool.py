@@ -13,6 +13,8 @@ import json
 import os
 import signal
 import time
+import types
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import jax
@@ -22,12 +24,14 @@ import pytest
 from cli_helpers import FIXTURES, QUICK_PPO, RAY_TEST_CPUS, TINY_ES, cli, error_lines
 
 import envs
+from envs import ray_pool
 from envs.atari import AtariConfig
 from envs.host import HostEnvConfig, HostEnvError, RayConfig, host_errors
 from jaxrl.cli import compose
 from jaxrl.config import ConfigError
 from jaxrl.prng import make_key
 
+POOLS = ("sync", "ray")
 CAP = 15  # CartPole episode cap: random play both terminates and truncates within the rollout
 
 
@@ -152,6 +156,25 @@ def test_the_pools_of_one_env_share_its_actors_with_one_call_per_actor_and_step(
     assert workers.actors == []
 
 
+@pytest.mark.timeout(60)
+def test_joining_a_cluster_waits_for_rays_answer_not_for_env_timeout(monkeypatch):
+    """The joining thread lives on by design (a local cluster dies with it): waiting for the
+    thread meant waiting out all of env.timeout, a minute at the start of every Ray run."""
+    monkeypatch.setenv("RAY_IGNORE_UNHANDLED_ERRORS", "1")
+    joined = []
+    ray = types.SimpleNamespace(is_initialized=lambda: False, init=lambda **kw: joined.append(kw))
+    monkeypatch.setattr(ray_pool, "_ray", lambda: ray)
+    ray_pool.connect(RayConfig(address=None), timeout=3600)
+    assert [kw["address"] for kw in joined] == [None]
+
+    def refuse(**kw):
+        raise RuntimeError("token rejected\nmore detail")
+
+    ray.init = refuse
+    with pytest.raises(ConfigError, match=r"^env.ray.address=null: token rejected; is the cluster"):
+        ray_pool.connect(RayConfig(address=None), timeout=3600)
+
+
 def test_ray_options_compose_and_bad_ones_are_refused():
     cfg = compose(["env=gym/Acrobot-v1", "env.pool=ray", "env.ray.num_workers=3"])
     assert (cfg.env.pool, cfg.env.ray.num_workers, cfg.env.ray.address) == ("ray", 3, None)
@@ -179,27 +202,32 @@ def _numbers(summary: dict) -> dict:
 
 def test_cli_runs_on_ray_workers_give_the_sync_pools_numbers(ray_cluster, tmp_path):
     """PPO with two seeds (two pools per evaluation and training site) and ES with its population
-    on the env batch: the same summaries as with the sync pool, through `python -m jaxrl.run`."""
+    on the env batch: the same summaries as with the sync pool, through `python -m jaxrl.run`.
+    Each run with a sync pool goes side by side with its twin on Ray (mostly compile and waits)."""
     runs = {
         "ppo": (*QUICK_PPO, "num_seeds=2", "budget.env_steps=1024", "eval.episodes=2"),
         "es": ("agent=es", *TINY_ES, "budget.env_steps=2e3", "eval.episodes=2"),
     }
-    for agent, overrides in runs.items():
-        summaries = {}
-        for pool in ("sync", "ray"):
-            run_dir = tmp_path / f"{agent}-{pool}"
-            result = cli(
-                *overrides,
-                "env=gym/CartPole-v1",
-                f"env.pool={pool}",
-                f"env.ray.address={ray_cluster}",
-                "env.ray.num_workers=2",
-                "log.progress=false",
-                "log.tensorboard=false",
-                f"log.dir={run_dir}",
-            )
-            assert result.returncode == 0, result.stderr
-            summaries[pool] = _numbers(_summary(run_dir))
+
+    def run(agent: str, pool: str) -> dict:
+        run_dir = tmp_path / f"{agent}-{pool}"
+        result = cli(
+            *runs[agent],
+            "env=gym/CartPole-v1",
+            f"env.pool={pool}",
+            f"env.ray.address={ray_cluster}",
+            "env.ray.num_workers=2",
+            "log.progress=false",
+            "log.tensorboard=false",
+            f"log.dir={run_dir}",
+        )
+        assert result.returncode == 0, result.stderr
+        return _numbers(_summary(run_dir))
+
+    for agent in runs:
+        with ThreadPoolExecutor(2) as side_by_side:
+            numbers = side_by_side.map(functools.partial(run, agent), POOLS)
+            summaries = dict(zip(POOLS, numbers, strict=True))
         assert summaries["ray"] == summaries["sync"], agent
         assert len(summaries["ray"]["runs"]) == (2 if agent == "ppo" else 1)
 

@@ -1,6 +1,7 @@
 """Start-up imports only what the command at hand uses: an agent module pulls in JAX and its own
-machinery, an env family its simulator (gymnax alone imports seaborn and scipy), and every Hydra
-node slows `--help`. Each check runs in a fresh interpreter, as a user's command does."""
+machinery, an env family its simulator (gymnax without the plotting libraries its `__init__`
+imports), and every Hydra node slows `--help`. Each check runs in a fresh interpreter, as a
+user's command does."""
 
 from __future__ import annotations
 
@@ -17,9 +18,10 @@ from jaxrl import cli
 
 ENV_FAMILIES = ("envs.gymnax_envs", "envs.brax_envs", "envs.gym_pool", "envs.atari")
 SIMULATORS = ("gymnax", "brax", "gymnasium", "ale_py", "pybullet")
+PLOTTING = ("seaborn", "matplotlib", "scipy.stats", "pandas")  # imported by gymnax's `__init__`
 
 
-def modules_after(code: str) -> list[str]:
+def modules_after(code: str, must_succeed: bool = False) -> list[str]:
     """Every module a fresh interpreter has imported once `code` ran (or exited)."""
     script = "\n".join(
         [
@@ -35,6 +37,7 @@ def modules_after(code: str) -> list[str]:
     result = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=env
     )
+    assert result.returncode == 0 or not must_succeed, result.stderr
     return json.loads(result.stderr.strip().splitlines()[-1])
 
 
@@ -129,3 +132,22 @@ def test_help_lists_the_choices_and_prints_the_composed_config() -> None:
     assert result.returncode == 2 and result.stdout == ""
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: agent.ent_coef"), result.stderr
+
+
+def test_a_gymnax_env_is_built_without_gymnaxs_plotting_libraries_which_load_when_used() -> None:
+    """gymnax's Pong and four-rooms import seaborn and matplotlib.pyplot for their renderers:
+    they are left out of building a gymnax env, and load when such a renderer reads them."""
+    modules = modules_after(
+        "from envs.gymnax_envs import make_gymnax\n"
+        "make_gymnax('CartPole-v1', 2, None)\n"
+        f"plotting = [m for m in sys.modules if m.startswith({PLOTTING!r})]\n"
+        "from gymnax.environments.misc import pong\n"
+        "palette = pong.sns.color_palette('cubehelix', 3)\n"
+        "cmap = pong.colors.ListedColormap(palette)\n"
+        "assert plotting == [], plotting\n"
+        "assert len(palette) == 3 and cmap.N == 3, (palette, cmap)\n"
+        "import matplotlib.pyplot, seaborn\n"
+        "assert type(seaborn) is type(sys) and pong.sns.color_palette is seaborn.color_palette",
+        must_succeed=True,
+    )
+    assert {"gymnax", "seaborn", "matplotlib.colors", "matplotlib.pyplot"} <= set(modules)
