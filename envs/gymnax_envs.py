@@ -41,7 +41,7 @@ class _DeferredModule(types.ModuleType):
 
 
 def _import_gymnax() -> types.ModuleType:
-    """`import gymnax` without loading seaborn, scipy.stats and matplotlib.pyplot (2-3 s).
+    """`import gymnax` without loading seaborn, scipy.stats and matplotlib.pyplot.
 
     gymnax's `__init__` imports every env, and its Pong and four-rooms import those plotting
     libraries at module level for their `render`, which we never call. They stand in as
