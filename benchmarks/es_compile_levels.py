@@ -31,6 +31,7 @@ import numpy as np
 
 from jaxrl.cli import compose
 from jaxrl.loop import Trainer
+from jaxrl.prng import keys_to_data
 
 DEFAULT_OUT = RESULTS / "es_compile_levels.md"
 LEVELS: dict[str, dict[str, int]] = {
@@ -38,13 +39,6 @@ LEVELS: dict[str, dict[str, int]] = {
     "1": {"xla_backend_optimization_level": 1},
     "0": {"xla_backend_optimization_level": 0},
 }
-
-
-def as_numbers(leaf: jax.Array) -> np.ndarray:
-    """A carry leaf as a numpy array (PRNG keys as their key data)."""
-    if jnp.issubdtype(leaf.dtype, jax.dtypes.prng_key):
-        leaf = jax.random.key_data(leaf)
-    return np.asarray(leaf)
 
 
 def main() -> None:
@@ -81,7 +75,7 @@ def main() -> None:
                 carry, _ = chunk(carry, trainer.hyper, trainer.next_iterations(0))
             jax.block_until_ready(carry)
             best = min(best, time.perf_counter() - t)
-        run_seconds[name], final[name] = best, jax.tree.leaves(jax.tree.map(as_numbers, carry))
+        run_seconds[name], final[name] = best, jax.tree.leaves(keys_to_data(carry))
     load_after = os.getloadavg()[0]
 
     rows = []
