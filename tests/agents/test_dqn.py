@@ -388,11 +388,14 @@ def test_host_cartpole_learns_exactly_like_the_jax_one():
     auto-reset through the bridge, float32 observations) is the host path's own. The agent's keys
     are the same, so ε-greedy draws and minibatches coincide. Over 3 iterations (1536 env steps,
     64 episodes, returns per iteration rising from 20 to 32) every action and end flag must be the
-    same, observations equal up to the float32-vs-float64 drift (measured 9e-5 at most), and
-    losses, returns and final Q-network parameters equal to 1e-3 (relative; parameters near 0 to
-    5e-4 absolute): the same learning curve. Why not longer: CartPole is unstable, so within an
-    episode the drift grows until a near-tie between two Q-values flips; measured, the first
-    action to differ came at step 1985.
+    same, observations equal up to the float32-vs-float64 drift (measured 9e-5 at most), losses
+    and returns equal to 1e-3 (relative): the same learning curve. The final Q-networks compute
+    the same values on every visited observation to 2% of their scale (measured 0.6% on an AMD
+    EPYC). Not their weights one by one: Adam turns the drift into full steps of opposite sign
+    on weights whose gradient is near zero, and single weights differed there by 3% of their
+    layer's scale (3e-4 on the machine this test was written on). Why not longer: CartPole is
+    unstable, so within an episode the drift grows until a near-tie between two Q-values flips;
+    measured, the first action to differ came at step 1985.
     """
     if REPLAY_ID not in gymnasium.registry:
         gymnasium.register(REPLAY_ID, entry_point=ReplayCartPole, max_episode_steps=500)
@@ -429,13 +432,12 @@ def test_host_cartpole_learns_exactly_like_the_jax_one():
         for name in ("episode_return", "loss", "q_mean"):
             np.testing.assert_allclose(hm[name], jm[name], rtol=1e-3, err_msg=name)
     assert j_metrics[-1]["loss"] > 0 and int(j_state.learner.updates) == num_updates(cfg, 1, steps)
-    for hp, jp in zip(
-        jax.tree.leaves(h_state.learner.params),
-        jax.tree.leaves(j_state.learner.params),
-        strict=True,
-    ):
-        # absolute for weights near 0: the largest difference measured is 3.3e-4
-        np.testing.assert_allclose(hp, jp, rtol=1e-3, atol=5e-4)
+    net = QNetwork(2, "mlp", cfg.hidden_sizes, cfg.activation, kernel_init=cfg.kernel_init)
+    q_host = net.apply(h_state.learner.params, j.obs)
+    q_jax = net.apply(j_state.learner.params, j.obs)
+    scale = float(jnp.abs(q_jax).max())
+    assert scale > 1.0  # learned values, not the initial network's near-zero ones
+    assert float(jnp.abs(q_host - q_jax).max()) <= 0.02 * scale
 
 
 ATARI = DQNConfig(
