@@ -11,20 +11,32 @@ Breakout (`ALE/Breakout-v5`, default `AtariConfig`: 84×84×4 grey, frame skip 4
   `env.step` on random actions drawn in JAX: one host call per step, as training loops run it.
 * `bridge, vmap over 2 seeds`: the same scan `vmap`-ed over two keys: each step is ONE host call
   that steps both pools (2 × `--num-envs` games).
+* `EnvPool, Python loop` and `EnvPool XLA, lax.fori_loop` (only where `envpool` imports: a peer,
+  not a dependency): EnvPool's Atari (github.com/sail-sg/envpool, whose C++ pool ALE's vector
+  env descends from) with the same preprocessing, stepped from numpy, and through its XLA
+  interface (`env.xla()`: send/recv as FFI custom calls) in a jitted loop on random actions drawn
+  in JAX, the established way to call host envs from a compiled JAX program. Its auto-reset is
+  the next step's (that step's action is ignored), which the compiled `Env` cannot use: agents
+  need the same step's reset and the ended episode's last observation.
 
 Each row times `--steps` steps after a warm-up; the bridge rows reset outside the timed call
-(seeded resets reload the ROMs) and report the compile time of the scan.
+(seeded resets reload the ROMs) and report the compile time of the scan. The rows run
+`--repeats` times in rotation (each env built once), and each cell is the median run.
 
-    python benchmarks/atari_bridge.py [--num-envs 8] [--steps 2000] [--threads 0] [--out PATH]
+    python benchmarks/atari_bridge.py [--num-envs 8] [--steps 2000] [--threads 0] [--repeats 3]
+                                      [--out PATH]
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
+import statistics
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import jax
 import numpy as np
@@ -51,26 +63,66 @@ def python_loop(step: Callable[[np.ndarray], object], num_envs: int, steps: int)
     return time.perf_counter() - t0
 
 
-def raw_ale(cfg: AtariConfig, num_envs: int, steps: int) -> float:
-    env = vector_env(cfg, num_envs)
-    env.reset(seed=0)
-    try:
-        return python_loop(env.step, num_envs, steps)
-    finally:
-        env.close()
+def envpool_env(cfg: AtariConfig, num_envs: int) -> Any:
+    """EnvPool's synchronous Atari pool with `cfg`'s preprocessing and raw rewards."""
+    import envpool
+
+    return envpool.make(
+        cfg.id.removeprefix("ALE/"),
+        env_type="gymnasium",
+        num_envs=num_envs,
+        batch_size=num_envs,
+        num_threads=cfg.threads,
+        seed=0,
+        max_episode_steps=cfg.episode_steps,
+        stack_num=cfg.frame_stack,
+        frame_skip=cfg.frame_skip,
+        noop_max=cfg.noop_max,
+        episodic_life=False,
+        reward_clip=False,
+        use_fire_reset=cfg.fire_reset,
+        img_height=cfg.screen_size,
+        img_width=cfg.screen_size,
+        full_action_space=cfg.full_action_space,
+        repeat_action_probability=cfg.repeat_action_probability,
+    )
 
 
-def atari_pool(cfg: AtariConfig, num_envs: int, steps: int) -> float:
-    pool = AtariPool(cfg, num_envs)
-    pool.reset(0)
-    try:
-        return python_loop(pool.step, num_envs, steps)
-    finally:
-        pool.close()
+def envpool_xla(env: Any, num_envs: int, steps: int) -> tuple[Callable[[], float], float]:
+    """A timed run of `steps` steps of EnvPool's XLA interface in a jitted `lax.fori_loop`, and
+    its compile seconds."""
+    handle, _, _, step = env.xla()
+    num_actions = int(env.action_space.n)
+
+    def run(handle: jax.Array, key: jax.Array) -> tuple[jax.Array, jax.Array]:
+        def body(_, carry):
+            handle, key, total = carry
+            key, action_key = jax.random.split(key)
+            actions = jax.random.randint(action_key, (num_envs,), 0, num_actions)
+            handle, (_, reward, *_) = step(handle, actions)
+            return handle, key, total + reward.sum()
+
+        handle, _, total = jax.lax.fori_loop(0, steps, body, (handle, key, 0.0))
+        return handle, total
+
+    t0 = time.perf_counter()
+    compiled = jax.jit(run).lower(handle, make_key(0)).compile()
+    compile_s = time.perf_counter() - t0
+    state = {"handle": jax.block_until_ready(compiled(handle, make_key(1))[0]), "key": 2}
+
+    def timed() -> float:
+        key = make_key(state["key"])
+        state["key"] += 1
+        t0 = time.perf_counter()
+        state["handle"] = jax.block_until_ready(compiled(state["handle"], key)[0])
+        return time.perf_counter() - t0
+
+    return timed, compile_s
 
 
-def bridge(env: Env, steps: int, seeds: int) -> tuple[float, float]:
-    """(compile s, run s) of a jitted scan of `steps` env steps, vmapped over `seeds` keys."""
+def bridge(env: Env, steps: int, seeds: int) -> tuple[Callable[[], float], float]:
+    """A timed run of a jitted scan of `steps` env steps, vmapped over `seeds` keys, and its
+    compile seconds."""
 
     def run(state: jax.Array, key: jax.Array) -> tuple[jax.Array, jax.Array]:
         def body(state, k):
@@ -83,17 +135,23 @@ def bridge(env: Env, steps: int, seeds: int) -> tuple[float, float]:
 
     keys = jax.vmap(make_key)(np.arange(seeds))
     reset = jax.jit(jax.vmap(lambda k: env.reset(k)[0]))
-    scan = jax.vmap(run)
     with host_errors():
-        state = jax.block_until_ready(reset(keys))
+        handles = jax.block_until_ready(reset(keys))
         t0 = time.perf_counter()
-        compiled = jax.jit(scan).lower(state, keys).compile()
+        compiled = jax.jit(jax.vmap(run)).lower(handles, keys).compile()
         compile_s = time.perf_counter() - t0
-        state, _ = jax.block_until_ready(compiled(state, jax.vmap(make_key)(np.arange(seeds) + 10)))
-        t0 = time.perf_counter()
-        jax.block_until_ready(compiled(state, jax.vmap(make_key)(np.arange(seeds) + 20)))
-        run_s = time.perf_counter() - t0
-    return compile_s, run_s
+        warm_keys = jax.vmap(make_key)(np.arange(seeds) + 10)
+        state = {"handles": jax.block_until_ready(compiled(handles, warm_keys)[0]), "round": 2}
+
+    def timed() -> float:
+        keys = jax.vmap(make_key)(np.arange(seeds) + 10 * state["round"])
+        state["round"] += 1
+        with host_errors():
+            t0 = time.perf_counter()
+            state["handles"] = jax.block_until_ready(compiled(state["handles"], keys)[0])
+            return time.perf_counter() - t0
+
+    return timed, compile_s
 
 
 def main() -> None:
@@ -101,40 +159,73 @@ def main() -> None:
     parser.add_argument("--num-envs", type=int, default=8)
     parser.add_argument("--steps", type=int, default=2000)
     parser.add_argument("--threads", type=int, default=0, help="ALE worker threads; 0: automatic")
+    parser.add_argument("--repeats", type=int, default=3, help="runs per row, in rotation")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = parser.parse_args()
     cfg = AtariConfig(id="ALE/Breakout-v5", threads=args.threads)
     n, steps = args.num_envs, args.steps
     load_before = os.getloadavg()[0]
 
-    header = ["what", "env steps/s", "compile s", "run s", "machine"]
-    rows = []
-
-    def add(what: str, env_steps: int, compile_s: float | None, run_s: float) -> None:
-        compile_text = "—" if compile_s is None else f"{compile_s:.1f}"
-        row = [what, fmt(env_steps / run_s, 0), compile_text, f"{run_s:.2f}", machine(load=True)]
-        rows.append(row)
-        print(" | ".join(row), flush=True)
-
+    # Each row: (what, env steps per run, compile s or None, a function timing one run).
+    ale = vector_env(cfg, n)
+    ale.reset(seed=0)
+    pool = AtariPool(cfg, n)
+    pool.reset(0)
     what = f"Breakout, {n} envs × {steps} steps"
-    add(f"{what}, ALE AtariVectorEnv, Python loop", n * steps, None, raw_ale(cfg, n, steps))
-    add(f"{what}, AtariPool, Python loop", n * steps, None, atari_pool(cfg, n, steps))
+    rows_to_time: list[tuple[str, int, float | None, Callable[[], float]]] = [
+        (f"{what}, ALE AtariVectorEnv, Python loop", n * steps, None,
+         lambda: python_loop(ale.step, n, steps)),
+        (f"{what}, AtariPool, Python loop", n * steps, None,
+         lambda: python_loop(pool.step, n, steps)),
+    ]  # fmt: skip
     env = envs.make(cfg, n)
     for seeds, label in ((1, "bridge, lax.scan"), (2, "bridge, vmap over 2 seeds")):
-        compile_s, run_s = bridge(env, steps, seeds)
-        add(f"{what}, {label}", seeds * n * steps, compile_s, run_s)
-    env.close()
+        timed, compile_s = bridge(env, steps, seeds)
+        rows_to_time.append((f"{what}, {label}", seeds * n * steps, compile_s, timed))
+    peer = None
+    if importlib.util.find_spec("envpool") is not None:
+        import envpool
+
+        peer = envpool_env(cfg, n)
+        peer.reset()
+        name = f"EnvPool {envpool.__version__}"
+        rows_to_time.append(
+            (f"{what}, {name}, Python loop", n * steps, None,
+             lambda: python_loop(peer.step, n, steps))
+        )  # fmt: skip
+        timed, compile_s = envpool_xla(peer, n, steps)
+        rows_to_time.append((f"{what}, {name} XLA, lax.fori_loop", n * steps, compile_s, timed))
+
+    seconds: list[list[float]] = [[] for _ in rows_to_time]
+    for _ in range(args.repeats):
+        for times, (_, _, _, timed) in zip(seconds, rows_to_time, strict=True):
+            times.append(timed())
+    for closable in (ale, pool, env, peer):
+        if closable is not None:
+            closable.close()
+
+    header = ["what", "env steps/s", "compile s", "run s, median (min-max)", "machine"]
+    rows = []
+    for times, (what_row, env_steps, compile_s, _) in zip(seconds, rows_to_time, strict=True):
+        run_s = statistics.median(times)
+        rows.append(
+            [
+                what_row,
+                fmt(env_steps / run_s, 0),
+                "—" if compile_s is None else f"{compile_s:.1f}",
+                f"{run_s:.2f} ({min(times):.2f}-{max(times):.2f})",
+                machine(load=True),
+            ]
+        )
+        print(" | ".join(rows[-1]), flush=True)
 
     table = markdown_table(header, rows)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(
         "# Atari env throughput, random policy\n\n"
         f"`python benchmarks/atari_bridge.py` (`--num-envs {n} --steps {steps} "
-        f"--threads {args.threads}`); see the script's docstring for the rows. "
-        + load_note(load_before, os.getloadavg()[0])
-        + "\n\n"
-        + table
-        + "\n"
+        f"--threads {args.threads} --repeats {args.repeats}`); see the script's docstring for "
+        "the rows. " + load_note(load_before, os.getloadavg()[0]) + "\n\n" + table + "\n"
     )
     print(f"wrote {args.out}")
 

@@ -170,12 +170,13 @@ def make(cfg: EnvConfig, num_envs: int | None = None) -> Env:
         return make_brax(cfg.id, n, cfg.max_episode_steps, backend)
     family_cfg = _as_family_config(cfg)
     if namespace == "ALE":
-        from envs.atari import atari_spec, make_atari_pool
+        from envs.atari import POOL_OBS_AXES, atari_spec, make_atari_pool
         from envs.host import HostEnv
         from envs.ray_pool import pool_factory
 
         local = functools.partial(make_atari_pool, family_cfg)
-        return HostEnv(atari_spec(family_cfg, n), pool_factory(family_cfg, local))
+        factory = pool_factory(family_cfg, local)
+        return HostEnv(atari_spec(family_cfg, n), factory, obs_axes=POOL_OBS_AXES)
     from envs.gym_pool import make_gymnasium
 
     return make_gymnasium(family_cfg, n)

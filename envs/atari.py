@@ -209,13 +209,14 @@ def atari_spec(cfg: AtariConfig, num_envs: int) -> EnvSpec:
     )
 
 
-def _hwc(obs: np.ndarray) -> np.ndarray:
-    """ALE's [n, stack, H, W] as [n, H, W, stack] (the Nature CNN's layout)."""
-    return np.ascontiguousarray(obs.transpose(0, 2, 3, 1))
+# The pool keeps ALE's [stack, H, W] frames; the bridge hands agents [H, W, stack] (the spec's
+# layout, the Nature CNN's), permuted by XLA: `HostEnv.obs_axes`.
+POOL_OBS_AXES = (1, 2, 0)
 
 
 class AtariPool:
-    """`num_envs` games stepped together by ALE's C++ threads; an `envs.host.HostPool`."""
+    """`num_envs` games stepped together by ALE's C++ threads; an `envs.host.HostPool` whose
+    observations are ALE's [n, stack, H, W] frames (`POOL_OBS_AXES`)."""
 
     def __init__(self, cfg: AtariConfig, num_envs: int) -> None:
         require(num_envs >= 1, f"num_envs={num_envs} must be >= 1")
@@ -238,7 +239,7 @@ class AtariPool:
         self._steps[:] = 0
         self._return[:] = 0.0
         self._lives[:] = info["lives"]
-        return _hwc(obs)
+        return obs
 
     def step(self, actions: np.ndarray) -> HostStep:
         actions = np.asarray(actions)
@@ -254,7 +255,6 @@ class AtariPool:
                 f"[0, {self.num_actions}); got {actions.dtype} {actions.shape} {actions!r}"
             )
         obs, raw, game_over, _, info = self._env.step(actions.astype(np.int32))
-        obs = _hwc(obs)
         raw = raw.astype(np.float64)
         game_over = game_over.astype(bool)
         self._steps += 1
@@ -267,10 +267,10 @@ class AtariPool:
 
         final_obs = obs.copy()
         if game_over.any():
-            final_obs[game_over] = _hwc(info["final_obs"])[game_over]
+            final_obs[game_over] = info["final_obs"][game_over]
         if time_up.any():
             fresh, fresh_info = self._env.reset(seed=None, options={"reset_mask": time_up})
-            obs[time_up] = _hwc(fresh)[time_up]
+            obs[time_up] = fresh[time_up]
             lives = np.where(time_up, fresh_info["lives"], lives)
 
         result = HostStep(

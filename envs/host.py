@@ -80,8 +80,9 @@ class HostPool(Protocol):
 
     num_envs: int
 
-    # First observations [n, ...]. Env i is seeded as env `env_offset + i` of a pool reset with
-    # `seed` would be: pools that are slices of one (a Ray pool's actors) replay it exactly.
+    # First observations [n, ...], in the pool's layout (`HostEnv.obs_axes`). Env i is seeded
+    # as env `env_offset + i` of a pool reset with `seed` would be: pools that are slices of one
+    # (a Ray pool's actors) replay it exactly.
     def reset(self, seed: int, env_offset: int = 0) -> np.ndarray: ...
 
     # actions: [n, ...], or (choices [n], parameters [n, P]) for a Hybrid action space
@@ -415,12 +416,22 @@ class HostEnv:
     spec: EnvSpec
     make_pool: PoolFactory
     callback: str = "auto"
+    # A pool whose observations are laid out unlike the spec's (ALE's [stack, H, W] frames for
+    # the Nature CNN's [H, W, stack]) returns them as they are, and XLA permutes them after the
+    # host call: the spec's observation is `jnp.transpose(pool_obs, obs_axes)`. numpy's strided
+    # copy of a frame batch costs more than the rest of the pool's step together.
+    obs_axes: tuple[int, ...] | None = None
     _owner: int = dataclasses.field(init=False, repr=False)  # names this env's pools
 
     def __post_init__(self) -> None:
         require(
             self.callback in CALLBACKS,
             f"callback='{self.callback}' is not one of: {', '.join(CALLBACKS)}",
+        )
+        rank = len(self.spec.observation_space.shape)
+        require(
+            self.obs_axes is None or sorted(self.obs_axes) == list(range(rank)),
+            f"obs_axes={self.obs_axes} must be a permutation of the observation's {rank} axes",
         )
         owner = next(_OWNERS)
         object.__setattr__(self, "_owner", owner)
@@ -435,8 +446,17 @@ class HostEnv:
         _REGISTRY.close_owner(self._owner)
 
     def _obs_struct(self) -> jax.ShapeDtypeStruct:
+        """A pool's observations as the host call returns them (the pool's layout)."""
         space = self.spec.observation_space
-        return jax.ShapeDtypeStruct((self.spec.num_envs, *space.shape), space.dtype)
+        shape = list(space.shape)
+        for spec_axis, pool_axis in enumerate(self.obs_axes or ()):
+            shape[pool_axis] = space.shape[spec_axis]
+        return jax.ShapeDtypeStruct((self.spec.num_envs, *shape), space.dtype)
+
+    def _spec_layout(self, obs: Array) -> Array:
+        if self.obs_axes is None:
+            return obs
+        return jnp.transpose(obs, (0, *(1 + axis for axis in self.obs_axes)))
 
     def reset(self, key: Key) -> tuple[Array, TimeStep]:
         n, owner, site = self.spec.num_envs, self._owner, _reset_site()
@@ -445,7 +465,8 @@ class HostEnv:
             return _REGISTRY.reset(owner, site, self.spec.name, self.make_pool, n, keys)
 
         outs = (jax.ShapeDtypeStruct((), jnp.int32), self._obs_struct())
-        handle, obs = _host_call(host, (1,), outs, self.callback)(_key_data(key))
+        handle, pool_obs = _host_call(host, (1,), outs, self.callback)(_key_data(key))
+        obs = self._spec_layout(pool_obs)
         zeros_f, zeros_b = jnp.zeros((n,), jnp.float32), jnp.zeros((n,), bool)
         info = episode_info(zeros_f, jnp.zeros((n,), jnp.int32), zeros_b)
         return handle, TimeStep(obs, zeros_f, zeros_b, zeros_b, obs, info)
@@ -477,4 +498,5 @@ class HostEnv:
         handle, *fields = call(state, *parts)
         ts = HostStep(*fields)
         info = episode_info(ts.episode_return, ts.episode_length, ts.episode_done)
-        return handle, TimeStep(ts.obs, ts.reward, ts.terminated, ts.truncated, ts.final_obs, info)
+        obs, final_obs = self._spec_layout(ts.obs), self._spec_layout(ts.final_obs)
+        return handle, TimeStep(obs, ts.reward, ts.terminated, ts.truncated, final_obs, info)

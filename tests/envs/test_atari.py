@@ -1,25 +1,29 @@
-"""The Atari pool: observation layout, frame stack, reward clipping, life loss, same-step reset,
-truncation, seeding, and the end of a random game."""
+"""The Atari pool: observation layout (ALE's, and the bridge's), frame stack, reward clipping,
+life loss, same-step reset, truncation, seeding, and the end of a random game."""
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
 
+import jax
 import numpy as np
 import pytest
 
 pytest.importorskip("ale_py")
 
+import envs
 from envs.atari import (
+    POOL_OBS_AXES,
     AtariConfig,
     AtariPool,
     atari_spec,
     evaluation_config,
     make_atari_pool,
 )
-from envs.host import HostStep
+from envs.host import HostStep, seed_from_key
 from jaxrl.config import ConfigError
+from jaxrl.prng import make_key
 
 
 @contextlib.contextmanager
@@ -63,17 +67,44 @@ def test_breakout_spec_and_observations() -> None:
 
     with opened(num_envs=2) as pool:
         first = pool.reset(0)
-        assert first.shape == (2, 84, 84, 4) and first.dtype == np.uint8
-        # The stack starts with zeros; the newest frame (last channel) shows the game.
-        assert not first[..., :3].any()
-        assert first[..., 3].mean() > 10
+        assert first.shape == (2, 4, 84, 84) and first.dtype == np.uint8
+        # The pool keeps ALE's [n, stack, H, W]. The stack starts with zeros; the newest frame
+        # (the last) shows the game.
+        assert not first[:, :3].any()
+        assert first[:, 3].mean() > 10
         step = pool.step(np.array([1, 0]))
-    assert step.obs.shape == step.final_obs.shape == (2, 84, 84, 4)
+    assert step.obs.shape == step.final_obs.shape == (2, 4, 84, 84)
     assert step.obs.dtype == step.final_obs.dtype == np.uint8
     assert step.reward.dtype == step.episode_return.dtype == np.float32
     assert step.episode_length.dtype == np.int32
     for flags in (step.terminated, step.truncated, step.episode_done):
         assert flags.dtype == bool and flags.shape == (2,)
+
+
+def test_the_bridge_hands_agents_the_pools_frames_as_height_width_stack() -> None:
+    """The pool keeps ALE's layout; XLA permutes it after the host call (`HostEnv.obs_axes`)."""
+    actions = random_actions(12, 2, seed=10).astype(np.int32)
+    env = envs.make(AtariConfig(threads=1), 2)
+    key = make_key(10)
+
+    def rollout(key: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+        state, first = env.reset(key)
+        _, steps = jax.lax.scan(lambda s, a: env.step(s, a, key), state, actions)
+        return first.obs, steps.obs, steps.final_obs
+
+    first, obs, final_obs = jax.jit(rollout)(key)
+    env.close()
+    with opened(num_envs=2) as pool:
+        ale_first = pool.reset(seed_from_key(key))
+        ale = play(pool, actions)
+    to_spec = (0, *(1 + axis for axis in POOL_OBS_AXES))
+    assert first.shape == (2, 84, 84, 4)
+    np.testing.assert_array_equal(first, ale_first.transpose(to_spec))
+    np.testing.assert_array_equal(obs, np.stack([s.obs.transpose(to_spec) for s in ale]))
+    np.testing.assert_array_equal(
+        final_obs, np.stack([s.final_obs.transpose(to_spec) for s in ale])
+    )
+    assert obs[-1, :, :, :, 3].any() and not np.array_equal(obs[-1], obs[-2])
 
 
 def test_frame_stack_shifts_by_one_frame_per_step() -> None:
@@ -83,8 +114,8 @@ def test_frame_stack_shifts_by_one_frame_per_step() -> None:
         steps = play(pool, random_actions(400, 2, seed=1))
     new_frames = 0
     for step in steps:
-        np.testing.assert_array_equal(step.final_obs[..., :3], previous[..., 1:])
-        new_frames += int((step.final_obs[..., 3] != previous[..., 3]).any(axis=(1, 2)).sum())
+        np.testing.assert_array_equal(step.final_obs[:, :3], previous[:, 1:])
+        new_frames += int((step.final_obs[:, 3] != previous[:, 3]).any(axis=(1, 2)).sum())
         previous = step.obs
     assert sum(int(s.episode_done.sum()) for s in steps) >= 2  # resets were crossed
     assert new_frames > 0.9 * 2 * len(steps)  # the game moves: the check is not vacuous
@@ -148,13 +179,13 @@ def test_same_step_auto_reset_with_dense_final_obs() -> None:
     assert step.terminated[k] and not step.truncated[k]
     assert step.episode_length[k] == len(steps)
     # The ended game's last observation continues its stack; obs is a fresh game's first one.
-    np.testing.assert_array_equal(step.final_obs[k][..., :3], previous[k][..., 1:])
-    assert not step.obs[k][..., :3].any() and step.obs[k][..., 3].any()
+    np.testing.assert_array_equal(step.final_obs[k][:3], previous[k][1:])
+    assert not step.obs[k][:3].any() and step.obs[k][3].any()
     assert (step.final_obs[k] != step.obs[k]).any()
     if not step.episode_done[other]:
         np.testing.assert_array_equal(step.final_obs[other], step.obs[other])
     assert after.episode_length[k] == 1
-    np.testing.assert_array_equal(after.obs[k][..., :3], step.obs[k][..., 1:])
+    np.testing.assert_array_equal(after.obs[k][:3], step.obs[k][1:])
 
 
 def test_truncation_keeps_the_last_frame_the_game_shows() -> None:
@@ -174,7 +205,7 @@ def test_truncation_keeps_the_last_frame_the_game_shows() -> None:
     assert last.truncated[0] and not last.terminated[0] and last.episode_done[0]
     assert last.episode_length[0] == 10
     np.testing.assert_array_equal(last.final_obs, free[9].obs)
-    assert not last.obs[0][..., :3].any()  # a new game
+    assert not last.obs[0][:3].any()  # a new game
     assert capped[19].truncated[0] and capped[19].episode_length[0] == 10
     assert not any(s.truncated[0] for s in capped[10:19])
 
@@ -237,4 +268,4 @@ def test_bad_input() -> None:
             pool.step(np.array([0.0, 1.0]))
         with pytest.raises(ValueError, match="integers"):
             pool.step(np.array([0, 1, 2]))
-        assert pool.step(np.array([0, 3])).obs.shape == (2, 84, 84, 4)
+        assert pool.step(np.array([0, 3])).obs.shape == (2, 4, 84, 84)

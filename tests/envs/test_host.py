@@ -29,7 +29,7 @@ from envs.gym_pool import GymnasiumPool, make_gymnasium
 from envs.host import HostEnv, HostEnvConfig, HostEnvError, host_errors, seed_from_key
 from jaxrl.cli import compose
 from jaxrl.config import ConfigError, EnvConfig
-from jaxrl.datatypes import Hybrid
+from jaxrl.datatypes import Box, Hybrid
 from jaxrl.prng import make_key
 
 QUIET = ("log.progress=false", "log.tensorboard=false")
@@ -119,6 +119,50 @@ def test_io_callback_path_gives_the_same_steps():
     io = HostEnv(cartpole(n).spec, cartpole(n).make_pool, callback="io")
     through_io = jax.jit(rollout, static_argnums=0)(io, key, actions)
     jax.tree.map(np.testing.assert_array_equal, buffers, through_io)
+
+
+class TransposedBlocks:
+    """CartPole's pool with each observation kept as a transposed 2×2 block: a pool whose
+    layout differs from its spec's, as Atari's [stack, H, W] frames do."""
+
+    def __init__(self, pool: GymnasiumPool) -> None:
+        self.pool, self.num_envs = pool, pool.num_envs
+
+    @staticmethod
+    def layout(obs: np.ndarray) -> np.ndarray:
+        return np.ascontiguousarray(obs.reshape(-1, 2, 2).transpose(0, 2, 1))
+
+    def reset(self, seed: int, env_offset: int = 0) -> np.ndarray:
+        return self.layout(self.pool.reset(seed, env_offset))
+
+    def step(self, actions: np.ndarray) -> host.HostStep:
+        step = self.pool.step(actions)
+        return step._replace(obs=self.layout(step.obs), final_obs=self.layout(step.final_obs))
+
+    def close(self) -> None:
+        self.pool.close()
+
+
+def test_xla_puts_a_pools_observations_into_the_specs_layout_vmapped_too():
+    n, steps = 2, 30
+    plain = cartpole(n)
+    space = plain.spec.observation_space
+    blocks = Box(space.low.reshape(2, 2), space.high.reshape(2, 2), (2, 2))
+    spec = dataclasses.replace(plain.spec, observation_space=blocks)
+    make_pool = lambda num_envs, seed: TransposedBlocks(plain.make_pool(num_envs, seed))
+    permuted = HostEnv(spec, make_pool, obs_axes=(1, 0))
+    assert permuted._obs_struct().shape == (n, 2, 2)
+    keys = jnp.stack([make_key(s) for s in (4, 5)])
+    actions = np.random.default_rng(2).integers(0, 2, (2, steps, n)).astype(np.int32)
+    reference = jax.jit(jax.vmap(functools.partial(rollout, plain)))(keys, actions)
+    first, ts = jax.jit(jax.vmap(functools.partial(rollout, permuted)))(keys, actions)
+    # The pool's transposed blocks, transposed back: the spec's layout is the plain reshape.
+    np.testing.assert_array_equal(first, reference[0].reshape(2, n, 2, 2))
+    np.testing.assert_array_equal(ts.obs, reference[1].obs.reshape(2, steps, n, 2, 2))
+    np.testing.assert_array_equal(ts.final_obs, reference[1].final_obs.reshape(2, steps, n, 2, 2))
+    assert ts.info["episode_done"].any()  # final_obs differs from obs somewhere: not vacuous
+    with pytest.raises(ConfigError, match=r"obs_axes=\(0, 0\) must be a permutation of the "):
+        HostEnv(spec, make_pool, obs_axes=(0, 0))
 
 
 def test_vmapped_seeds_are_one_host_call_and_equal_seeds_run_one_by_one(monkeypatch):
