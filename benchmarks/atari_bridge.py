@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import itertools
 import os
 import statistics
 import time
@@ -108,16 +109,28 @@ def envpool_xla(env: Any, num_envs: int, steps: int) -> tuple[Callable[[], float
     t0 = time.perf_counter()
     compiled = jax.jit(run).lower(handle, make_key(0)).compile()
     compile_s = time.perf_counter() - t0
-    state = {"handle": jax.block_until_ready(compiled(handle, make_key(1))[0]), "key": 2}
+    return timed_runs(compiled, handle, make_key), compile_s
+
+
+def timed_runs(
+    compiled: Callable[[Any, jax.Array], tuple[Any, jax.Array]],
+    handles: Any,
+    keys: Callable[[int], jax.Array],
+) -> Callable[[], float]:
+    """After one warm-up call, a function that times the next call of `compiled(handles,
+    keys(i))` (i = 2, 3, …), passing on the env handles each call returns."""
+    handles = jax.block_until_ready(compiled(handles, keys(1))[0])
+    calls = itertools.count(2)
 
     def timed() -> float:
-        key = make_key(state["key"])
-        state["key"] += 1
-        t0 = time.perf_counter()
-        state["handle"] = jax.block_until_ready(compiled(state["handle"], key)[0])
-        return time.perf_counter() - t0
+        nonlocal handles
+        round_keys = keys(next(calls))
+        with host_errors():
+            t0 = time.perf_counter()
+            handles = jax.block_until_ready(compiled(handles, round_keys)[0])
+            return time.perf_counter() - t0
 
-    return timed, compile_s
+    return timed
 
 
 def bridge(env: Env, steps: int, seeds: int) -> tuple[Callable[[], float], float]:
@@ -140,18 +153,8 @@ def bridge(env: Env, steps: int, seeds: int) -> tuple[Callable[[], float], float
         t0 = time.perf_counter()
         compiled = jax.jit(jax.vmap(run)).lower(handles, keys).compile()
         compile_s = time.perf_counter() - t0
-        warm_keys = jax.vmap(make_key)(np.arange(seeds) + 10)
-        state = {"handles": jax.block_until_ready(compiled(handles, warm_keys)[0]), "round": 2}
-
-    def timed() -> float:
-        keys = jax.vmap(make_key)(np.arange(seeds) + 10 * state["round"])
-        state["round"] += 1
-        with host_errors():
-            t0 = time.perf_counter()
-            state["handles"] = jax.block_until_ready(compiled(state["handles"], keys)[0])
-            return time.perf_counter() - t0
-
-    return timed, compile_s
+        round_keys = lambda i: jax.vmap(make_key)(np.arange(seeds) + 10 * i)
+        return timed_runs(compiled, handles, round_keys), compile_s
 
 
 def main() -> None:

@@ -14,7 +14,6 @@ pytest.importorskip("ale_py")
 
 import envs
 from envs.atari import (
-    POOL_OBS_AXES,
     AtariConfig,
     AtariPool,
     atari_spec,
@@ -97,7 +96,7 @@ def test_the_bridge_hands_agents_the_pools_frames_as_height_width_stack() -> Non
     with opened(num_envs=2) as pool:
         ale_first = pool.reset(seed_from_key(key))
         ale = play(pool, actions)
-    to_spec = (0, *(1 + axis for axis in POOL_OBS_AXES))
+    to_spec = (0, 2, 3, 1)  # [n, stack, H, W] -> [n, H, W, stack]
     assert first.shape == (2, 84, 84, 4)
     np.testing.assert_array_equal(first, ale_first.transpose(to_spec))
     np.testing.assert_array_equal(obs, np.stack([s.obs.transpose(to_spec) for s in ale]))
