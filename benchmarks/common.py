@@ -12,6 +12,7 @@ import os
 import platform
 import statistics
 import subprocess
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -197,6 +198,16 @@ def run_process(what: str, cmd: list[str], **kwargs: Any) -> tuple[str, float]:
     if proc.returncode != 0:
         raise RuntimeError(f"{what}: exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
     return proc.stdout, wall
+
+
+def finished_cli_run(what: str, cmd: list[str], run_dir: Path) -> dict[str, Any]:
+    """The summary.json of the CLI run `python -m jaxrl.run *cmd` logging to `run_dir`, run
+    first unless the directory already holds a finished run: a benchmark's rows can then run side
+    by side in separate processes and its report be written from their directories after."""
+    if not (run_dir / "summary.json").exists():
+        print(f"running {what}: python -m jaxrl.run {' '.join(cmd)}", flush=True)
+        run_process(what, [sys.executable, "-m", "jaxrl.run", *cmd], cwd=REPO, env=repo_env())
+    return json.loads((run_dir / "summary.json").read_text())
 
 
 def last_json(stdout: str) -> dict[str, Any]:

@@ -31,21 +31,18 @@ and the report be written after:
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from common import (
-    REPO,
     RESULTS,
     eval_curves,
+    finished_cli_run,
     fmt,
     machine,
     markdown_table,
-    repo_env,
-    run_process,
     write_report,
 )
 
@@ -124,8 +121,7 @@ def command(row: str, args: argparse.Namespace, run_dir: Path) -> list[str]:
     ]
 
 
-def read(row: str, cmd: list[str], run_dir: Path) -> Result:
-    summary = json.loads((run_dir / "summary.json").read_text())
+def read(row: str, cmd: list[str], run_dir: Path, summary: dict[str, Any]) -> Result:
     steps, curves = eval_curves(run_dir, ["eval_return", "elapsed_seconds"])
     return Result(
         row,
@@ -143,10 +139,7 @@ def read(row: str, cmd: list[str], run_dir: Path) -> Result:
 def run_or_read(row: str, args: argparse.Namespace) -> Result:
     run_dir = args.runs / row
     cmd = command(row, args, run_dir)
-    if not (run_dir / "summary.json").exists():
-        print(f"running {row}: python -m jaxrl.run {' '.join(cmd)}", flush=True)
-        run_process(row, [sys.executable, "-m", "jaxrl.run", *cmd], cwd=REPO, env=repo_env())
-    return read(row, cmd, run_dir)
+    return read(row, cmd, run_dir, finished_cli_run(row, cmd, run_dir))
 
 
 def at_marks(result: Result) -> list[float]:
