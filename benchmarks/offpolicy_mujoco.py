@@ -1,11 +1,11 @@
 """SAC and TD3 on Gymnasium's MuJoCo HalfCheetah-v5 and Hopper-v5 (through the host bridge) at
 300k env steps, beside published curves at the same step counts.
 
-Each row is one CLI run with the agent's defaults (SAC: 256-256, Adam 3e-4, batch 256, automatic
-entropy, 5k random steps; TD3: Fujimoto et al.'s settings, 10k random steps), one update per env
-step, in a fresh process; one more TD3 row on HalfCheetah runs the paper's own settings, those
-its published curves come from. Returns are the run's own evaluations (`evals.csv`,
-deterministic episodes).
+Each row is one CLI run per seed with the agent's defaults (SAC: 256-256, Adam 3e-4, batch 256,
+automatic entropy, 5k random steps; TD3: Fujimoto et al.'s settings, 10k random steps), one
+update per env step, in a fresh process; one more TD3 row on HalfCheetah runs the paper's own
+settings, those its published curves come from. Returns are the run's own evaluations
+(`evals.csv`, deterministic episodes).
 
 References, read from the published data at the same env steps:
 
@@ -21,11 +21,13 @@ References, read from the published data at the same env steps:
   gradient steps taken at each episode's end applied (Hopper's sets Adam 3e-4, batch 256, one
   step per env step).
 
-Run directories are kept under `--runs`; a row whose directory already holds a finished run is
-read, not rerun, so rows may run side by side in separate processes (`--rows sac-halfcheetah`)
-and the report be written after:
+Run directories are kept under `--runs` (`<row>/seed<k>`); a finished one is read, not
+rerun, so rows and seeds may run side by side in separate processes (`--rows sac-halfcheetah
+--seeds 1`), and the report be written after from all of them. A seed is its own process, not
+one of several in a program: the host bridge steps every seed's env on one core either way, and
+a seed added later joins the row without rerunning the others:
 
-    python benchmarks/offpolicy_mujoco.py [--seeds 1] [--budget 300000] [--runs DIR] [--rows ...]
+    python benchmarks/offpolicy_mujoco.py [--budget 300000] [--runs DIR] [--rows ...] [--seeds ...]
 """
 
 from __future__ import annotations
@@ -33,7 +35,6 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 from common import (
@@ -64,6 +65,7 @@ class Row:
     env: str  # a key of ENVS
     settings: tuple[str, ...] = ()  # overrides of the agent's defaults
     label: str = ""  # how the table names the row; the agent's name when empty
+    seeds: tuple[int, ...] = (0,)  # those the report shows
 
     @property
     def name(self) -> str:
@@ -72,9 +74,13 @@ class Row:
 
 ROWS = {
     "sac-halfcheetah": Row("sac", "halfcheetah"),
-    "td3-halfcheetah": Row("td3", "halfcheetah"),
+    "td3-halfcheetah": Row("td3", "halfcheetah", seeds=(0, 1, 2)),
     "td3_paper-halfcheetah": Row(
-        "td3", "halfcheetah", TD3_PAPER_SETTINGS, "TD3, the paper's settings (400-300, 1e-3, 100)"
+        "td3",
+        "halfcheetah",
+        TD3_PAPER_SETTINGS,
+        "TD3, the paper's settings (400-300, 1e-3, 100)",
+        (0, 1, 2),
     ),
     "sac-hopper": Row("sac", "hopper"),
     "td3-hopper": Row("td3", "hopper"),
@@ -97,49 +103,59 @@ ZOO = {
 @dataclass
 class Result:
     row: str
-    command: str
+    command: str  # seed 0's; the others differ in `seed=` and `log.dir=` only
+    seeds: list[int]
     steps: np.ndarray  # [evaluations]
     returns: np.ndarray  # [seeds, evaluations]
-    elapsed_s: np.ndarray  # [evaluations]: run seconds at each evaluation
-    compile_s: float
-    run_s: float
-    env_steps: int
-    peak_rss_gb: float | None
+    elapsed_s: np.ndarray  # [seeds, evaluations]: run seconds at each evaluation
+    compile_s: float  # the mean over seeds
+    run_s: np.ndarray  # [seeds]
+    env_steps: int  # per seed
+    peak_rss_gb: float  # the most of any seed's process
 
 
-def command(row: str, args: argparse.Namespace, run_dir: Path) -> list[str]:
+def command(row: str, seed: int, args: argparse.Namespace) -> list[str]:
     spec = ROWS[row]
     return [
         f"agent={spec.agent}",
         f"env={ENVS[spec.env]}",
         *spec.settings,
-        f"num_seeds={args.seeds}",
-        "seed=0",
+        "num_seeds=1",
+        f"seed={seed}",
         f"budget.env_steps={args.budget}",
         *QUIET,
-        f"log.dir={run_dir}",
+        f"log.dir={args.runs / row / f'seed{seed}'}",
     ]
 
 
-def read(row: str, cmd: list[str], run_dir: Path, summary: dict[str, Any]) -> Result:
-    steps, curves = eval_curves(run_dir, ["eval_return", "elapsed_seconds"])
+def run_or_read(row: str, args: argparse.Namespace) -> Result:
+    """`--seeds` of `row` (its own seeds by default): each run unless its directory holds a
+    finished run."""
+    seeds = args.seeds or ROWS[row].seeds
+    steps, returns, elapsed, summaries = None, [], [], []
+    for seed in seeds:
+        run_dir = args.runs / row / f"seed{seed}"
+        summaries.append(finished_cli_run(f"{row} seed {seed}", command(row, seed, args), run_dir))
+        seed_steps, curves = eval_curves(run_dir, ["eval_return", "elapsed_seconds"])
+        if steps is not None and seed_steps != steps:
+            raise SystemExit(
+                f"{row}: seed {seed} evaluated at other env steps than seed {seeds[0]}"
+            )
+        steps = seed_steps
+        returns.append(curves["eval_return"][0])
+        elapsed.append(curves["elapsed_seconds"][0])
     return Result(
         row,
-        "python -m jaxrl.run " + " ".join(cmd),
+        "python -m jaxrl.run " + " ".join(command(row, seeds[0], args)),
+        list(seeds),
         np.asarray(steps),
-        np.array(curves["eval_return"]),
-        np.array(curves["elapsed_seconds"]).max(axis=0),
-        summary["compile_seconds"],
-        summary["run_seconds"],
-        summary["env_steps"],
-        summary.get("peak_rss_gb"),
+        np.array(returns),
+        np.array(elapsed),
+        float(np.mean([s["compile_seconds"] for s in summaries])),
+        np.array([s["run_seconds"] for s in summaries]),
+        summaries[0]["env_steps"],
+        max(s["peak_rss_gb"] for s in summaries),
     )
-
-
-def run_or_read(row: str, args: argparse.Namespace) -> Result:
-    run_dir = args.runs / row
-    cmd = command(row, args, run_dir)
-    return read(row, cmd, run_dir, finished_cli_run(row, cmd, run_dir))
 
 
 def at_marks(result: Result) -> list[float]:
@@ -158,7 +174,7 @@ def first_reaching(result: Result, target: float) -> str:
     if not hits.size:
         return "not reached"
     i = hits[0]
-    return f"{result.steps[i] / 1000:,.0f}k ({result.elapsed_s[i]:,.0f} s)"
+    return f"{result.steps[i] / 1000:,.0f}k ({result.elapsed_s[:, i].mean():,.0f} s)"
 
 
 def report(results: list[Result], args: argparse.Namespace) -> str:
@@ -170,9 +186,9 @@ def report(results: list[Result], args: argparse.Namespace) -> str:
         "best evaluation",
         *[f"at {m // 1000}k: ours / Zoo / TD3 paper" for m in MARKS[1::2]],
         "first reaching the Zoo's 300k figure: env steps (run s)",
-        "env steps/s",
+        "env steps/s per seed",
         "compile s",
-        "run s",
+        "run s per seed",
         "peak RSS GB",
     ]
     rows = []
@@ -194,16 +210,16 @@ def report(results: list[Result], args: argparse.Namespace) -> str:
                 f"{r.returns.mean(axis=0).max():,.0f}",
                 *marks,
                 first_reaching(r, zoo[-1]),
-                f"{len(final) * r.env_steps / r.run_s:,.0f}",
+                f"{r.env_steps / r.run_s.mean():,.0f}",
                 fmt(r.compile_s),
-                fmt(r.run_s),
-                fmt(r.peak_rss_gb, 2) if r.peak_rss_gb is not None else "—",
+                fmt(r.run_s.mean()),
+                fmt(r.peak_rss_gb, 2),
             ]
         )
     commands = "\n".join(f"* {r.row}: `{r.command}`" for r in results)
     return (
         f"# SAC and TD3 on Gymnasium MuJoCo at {args.budget:,} env steps\n\n"
-        f"`python benchmarks/offpolicy_mujoco.py --seeds {args.seeds} --budget {args.budget}` on "
+        f"`python benchmarks/offpolicy_mujoco.py --budget {args.budget}` on "
         f"{machine()}\n\n"
         + markdown_table(header, rows)
         + "\n\nOurs: the mean over seeds of the run's deterministic evaluations (`eval.episodes`"
@@ -213,10 +229,10 @@ def report(results: list[Result], args: argparse.Namespace) -> str:
         " its SAC ran our settings, its TD3 SB3 1.x's 400-300 networks (and on HalfCheetah Adam"
         " 1e-3, batch 100)."
         " TD3 paper: Fujimoto et al. 2018's published curves (github.com/sfujim/TD3 34770cc,"
-        " `learning_curves/`, 10 seeds, v1 envs), mean at the mark. Env steps/s counts every"
-        " seed's env steps per second of run time, one update per env step and the evaluations"
-        " included; rows that ran side by side on the 2 cores share them, so compare their"
-        " seconds loosely.\n\nCommands (run from the repository root):\n\n"
+        " `learning_curves/`, 10 seeds, v1 envs), mean at the mark. Env steps/s: a seed's env"
+        " steps per second of its process's run time, one update per env step and the"
+        " evaluations included; two or three runs shared the 2 cores at any time, so compare"
+        " their seconds loosely.\n\nCommands (run from the repository root):\n\n"
         + commands
         + "\n\n![evaluation return against env steps](offpolicy_mujoco.png)\n"
     )
@@ -236,9 +252,12 @@ def plot(results: list[Result], out: Path) -> None:
             if spec.env != env:
                 continue
             style = ":" if spec.settings else "-"
-            ax.plot(
-                r.steps, r.returns.mean(axis=0), style, color=colors[spec.agent], label=spec.name
-            )
+            label = f"{spec.name} ({len(r.seeds)} seed{'s' if len(r.seeds) > 1 else ''})"
+            color = colors[spec.agent]
+            ax.plot(r.steps, r.returns.mean(axis=0), style, color=color, label=label)
+            if len(r.seeds) > 1:
+                low, high = r.returns.min(axis=0), r.returns.max(axis=0)
+                ax.fill_between(r.steps, low, high, color=color, alpha=0.1, linewidth=0)
         for agent in colors:
             zoo = ZOO[f"{agent}-{env}"]
             ax.plot(MARKS, zoo, "o--", color=colors[agent], alpha=0.4, label=f"{agent} Zoo")
@@ -253,15 +272,17 @@ def plot(results: list[Result], out: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, default=1)
+    parser.add_argument(
+        "--seeds", type=int, nargs="+", help="run these seeds of --rows (default: each row's own)"
+    )
     parser.add_argument("--budget", type=int, default=300_000, help="env steps per seed")
     parser.add_argument("--runs", type=Path, default=Path("/tmp/offpolicy_mujoco"))
     parser.add_argument("--rows", nargs="+", choices=list(ROWS), default=list(ROWS))
     parser.add_argument("--out", type=Path, default=RESULTS / "offpolicy_mujoco.md")
     args = parser.parse_args()
     results = [run_or_read(row, args) for row in args.rows]
-    if len(results) < len(ROWS):
-        return  # some rows only: their run directories are kept for the report
+    if len(results) < len(ROWS) or args.seeds:
+        return  # some rows or seeds only: their run directories are kept for the report
     write_report(report(results, args), args.out)
     plot(results, args.out.with_suffix(".png"))
 

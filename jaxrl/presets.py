@@ -52,6 +52,8 @@ def _preset(
 CARTPOLE = ("CartPole-v1",)
 PENDULUM = ("Pendulum-v1",)
 ATARI = ("ALE/*",)
+# Gymnasium MuJoCo locomotion through the host bridge, any version.
+MUJOCO = ("gym/HalfCheetah-v*", "gym/Hopper-v*", "gym/Walker2d-v*", "gym/Ant-v*")
 
 # PPO on Pendulum-v1 as benchmarks/ppoc.py runs PPO and PPOC side by side.
 PPO_PENDULUM = (
@@ -165,6 +167,15 @@ PRESETS: tuple[Preset, ...] = (
         ("budget.env_steps=20000",),
         "RL Baselines3 Zoo's Pendulum budget (SAC -157, TD3 -152 there); -134 to -131 at 20k "
         "env steps (benchmarks/results/offpolicy_pendulum.md)",
+    ),
+    *_preset(
+        "mujoco",
+        ("sac", "td3"),
+        MUJOCO,
+        ("budget.env_steps=1000000",),
+        "RL Baselines3 Zoo's MuJoCo budget with its SAC settings (the agents' defaults); at 300k "
+        "env steps SAC 7,398 on HalfCheetah-v5 and 2,779 on Hopper-v5, TD3 2,133 on Hopper-v5 "
+        "(benchmarks/results/offpolicy_mujoco.md)",
     ),
     *_preset(
         "pendulum",

@@ -35,7 +35,10 @@ def test_auto_picks_the_preset_of_the_agent_and_env() -> None:
     assert label("pdqn", "Goal-v0") == "pdqn/goal"  # before the hybrid family's
     assert label("pdqn", "CatchPoint-v0") == "pdqn/hybrid"
     assert label("hyar", "HardMove-v0") == "hyar/hard-move"
-    assert label("sac", "brax/ant") is None
+    assert label("sac", "brax/ant") is None  # Brax's Ant is not Gymnasium's MuJoCo Ant
+    assert label("sac", "gym/HalfCheetah-v5") == "sac/mujoco"
+    assert label("td3", "gym/Walker2d-v4") == "td3/mujoco"
+    assert label("sac", "gym/Humanoid-v5") is None
     assert label("dqn", "CartPole-v1", presets.NONE) is None
     assert label("dqn", "pixel/CartPole-v1", "atari") == "dqn/atari"  # by name, on any env
     with pytest.raises(ConfigError, match=r"^preset=pong is not a preset of agent=ppo; valid: "):
@@ -83,7 +86,7 @@ EXPERT = {"bc", "dagger", "aggrevated"}  # they need an expert run to compose
 
 @pytest.mark.parametrize("preset", presets.PRESETS, ids=lambda p: p.label)
 def test_every_preset_composes_with_every_setting_in_effect(preset: presets.Preset) -> None:
-    for env_id in (EXAMPLE_ENV.get(e, e) for e in preset.envs):
+    for env_id in (EXAMPLE_ENV.get(e, e.replace("-v*", "-v5")) for e in preset.envs):
         extra = ["agent.expert=runs/expert"] if preset.agent in EXPERT else []
         cfg = compose([f"agent={preset.agent}", f"env={env_id}", f"preset={preset.name}", *extra])
         assert presets.in_effect(preset, flatten(to_dict(cfg))) == list(preset.settings)
