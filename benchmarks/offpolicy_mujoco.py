@@ -47,16 +47,11 @@ from common import (
     write_report,
 )
 
+# The TD3 paper's own settings, which its published curves come from (github.com/sfujim/TD3's
+# README); the agent's defaults are the repository's later ones.
+from jaxrl.presets import TD3_PAPER
+
 ENVS = {"halfcheetah": "gym/HalfCheetah-v5", "hopper": "gym/Hopper-v5"}
-# The TD3 paper's own settings (its appendix; 10k random steps and exploration 0.1 as ours). The
-# published curves come from them, not from the repository's later defaults, which are ours
-# (github.com/sfujim/TD3's README).
-TD3_PAPER_SETTINGS = (
-    "agent.hidden_sizes=[400,300]",
-    "agent.actor_lr=1e-3",
-    "agent.critic_lr=1e-3",
-    "agent.batch_size=100",
-)
 
 
 @dataclass(frozen=True)
@@ -78,7 +73,7 @@ ROWS = {
     "td3_paper-halfcheetah": Row(
         "td3",
         "halfcheetah",
-        TD3_PAPER_SETTINGS,
+        TD3_PAPER,
         "TD3, the paper's settings (400-300, 1e-3, 100)",
         (0, 1, 2),
     ),
@@ -119,6 +114,7 @@ def command(row: str, seed: int, args: argparse.Namespace) -> list[str]:
     return [
         f"agent={spec.agent}",
         f"env={ENVS[spec.env]}",
+        "preset=none",  # the agent's bare defaults, then the row's settings
         *spec.settings,
         "num_seeds=1",
         f"seed={seed}",

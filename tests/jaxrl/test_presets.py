@@ -38,7 +38,9 @@ def test_auto_picks_the_preset_of_the_agent_and_env() -> None:
     assert label("sac", "brax/ant") is None  # Brax's Ant is not Gymnasium's MuJoCo Ant
     assert label("sac", "gym/HalfCheetah-v5") == "sac/mujoco"
     assert label("td3", "gym/Walker2d-v4") == "td3/mujoco"
+    assert label("td3", "gym/HalfCheetah-v5") == "td3/halfcheetah"  # before the family's
     assert label("sac", "gym/Humanoid-v5") is None
+    assert label("es", "bullet/RaceCar-v0") == "es/racecar"
     assert label("dqn", "CartPole-v1", presets.NONE) is None
     assert label("dqn", "pixel/CartPole-v1", "atari") == "dqn/atari"  # by name, on any env
     with pytest.raises(ConfigError, match=r"^preset=pong is not a preset of agent=ppo; valid: "):
