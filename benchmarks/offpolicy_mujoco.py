@@ -83,7 +83,7 @@ ROWS = {
 QUIET = ["log.tensorboard=false", "log.progress=false"]
 MARKS = (50_000, 100_000, 150_000, 200_000, 250_000, 300_000)
 # The published curves at MARKS (see the module docstring for where each comes from).
-TD3_PAPER = {
+TD3_PAPER_CURVES = {
     "halfcheetah": (3352, 5514, 6239, 6833, 7017, 7697),
     "hopper": (285, 659, 1211, 2441, 2031, 2410),
 }
@@ -195,7 +195,7 @@ def report(results: list[Result], args: argparse.Namespace) -> str:
         ours = at_marks(r)
         marks = []
         for i in range(1, len(MARKS), 2):
-            paper = f"{TD3_PAPER[spec.env][i]:,}" if spec.agent == "td3" else "—"
+            paper = f"{TD3_PAPER_CURVES[spec.env][i]:,}" if spec.agent == "td3" else "—"
             marks.append(f"{fmt(ours[i], 0)} / {zoo[i]:,} / {paper}")
         rows.append(
             [
@@ -257,7 +257,7 @@ def plot(results: list[Result], out: Path) -> None:
         for agent in colors:
             zoo = ZOO[f"{agent}-{env}"]
             ax.plot(MARKS, zoo, "o--", color=colors[agent], alpha=0.4, label=f"{agent} Zoo")
-        ax.plot(MARKS, TD3_PAPER[env], "s--", color="tab:gray", label="TD3 paper (10 seeds)")
+        ax.plot(MARKS, TD3_PAPER_CURVES[env], "s--", color="tab:gray", label="TD3 paper (10 seeds)")
         ax.set_title(ENVS[env])
         ax.set_xlabel("env steps")
         ax.set_ylabel("evaluation return")
