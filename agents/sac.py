@@ -1,7 +1,10 @@
 """Soft Actor-Critic (Haarnoja et al. 2018, "SAC v2": automatic entropy tuning, no value network).
 
 * Twin soft Q-networks and their Polyak targets (τ = `tau`); the target is
-  r + γ·(1 − terminated)·(minᵢ Qᵢ'(s', a') − α·log π(a'|s')), a' ~ π(·|s'). Only termination
+  c·r + γ·(1 − terminated)·(minᵢ Qᵢ'(s', a') − α·log π(a'|s')), a' ~ π(·|s'), c =
+  `reward_scale` (1 by default; Brax's `sac.train` calls it `reward_scaling`, and its per-env
+  settings use 5–30: with α tuned to a fixed entropy, the reward's scale sets how much return
+  weighs against entropy). Only termination
   stops the bootstrap: a truncated step bootstraps from its episode's last observation, which the
   driver (`jaxrl.offpolicy`) stores as `next_obs`.
 * A tanh-Gaussian actor (`jaxrl.distributions.TanhGaussian`, log-density with the tanh log-det)
@@ -57,6 +60,7 @@ class SACConfig(OffPolicyConfig):
         "alpha_lr",
         "tau",
         "init_alpha",
+        "reward_scale",
     )
 
     name: str = "sac"
@@ -69,6 +73,7 @@ class SACConfig(OffPolicyConfig):
     init_alpha: float = 1.0
     learn_alpha: bool = True  # False: α stays init_alpha
     target_entropy: float | None = None  # H̄; null: −|A|
+    reward_scale: float = 1.0  # c: × the reward in the critics' target
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -77,6 +82,7 @@ class SACConfig(OffPolicyConfig):
         require(self.alpha_lr > 0, f"agent.alpha_lr={self.alpha_lr} must be > 0")
         require(0 < self.tau <= 1, f"agent.tau={self.tau} must be in (0, 1]")
         require(self.init_alpha > 0, f"agent.init_alpha={self.init_alpha} must be > 0")
+        require(self.reward_scale > 0, f"agent.reward_scale={self.reward_scale} must be > 0")
 
 
 class SACState(NamedTuple):
@@ -154,7 +160,8 @@ def sac_target(
     next_action, next_log_prob = nets.sample(state.actor_params, batch.next_obs, key)
     next_q = nets.critics(state.target_critic_params, batch.next_obs, next_action)
     alpha = jnp.exp(state.log_alpha)
-    return soft_target(batch.reward, batch.terminated, next_q, next_log_prob, alpha, cfg.gamma)
+    reward = cfg.reward_scale * batch.reward
+    return soft_target(reward, batch.terminated, next_q, next_log_prob, alpha, cfg.gamma)
 
 
 class SACOptimizers(NamedTuple):

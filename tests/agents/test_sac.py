@@ -4,6 +4,7 @@ SAC learning Pendulum-v1 on a CPU budget."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import shutil
@@ -119,6 +120,26 @@ def test_learner_target_ignores_truncation(small):
     np.testing.assert_array_equal(small.target(state, truncated, key), plain)
     terminated = batch._replace(terminated=jnp.ones(4, bool))
     np.testing.assert_array_equal(small.target(state, terminated, key), batch.reward)
+
+
+def test_reward_scale_multiplies_the_reward_alone(small):
+    """c = 30 (Brax's Hopper setting): y = 30·r + γ·(min Q' − α·log π) with the same next-state
+    term as c = 1, so the two targets differ by 29·r; terminated rows give 30·r. A scale of 0 is
+    refused in one line."""
+    state = small.learner.init(make_key(0))
+    batch = random_batch(make_key(1), 4)
+    key = make_key(2)
+    scaled_cfg = dataclasses.replace(small.cfg, reward_scale=30.0)
+    scaled = sac_target(scaled_cfg, small.nets, state, batch, key)
+    np.testing.assert_allclose(
+        scaled - small.target(state, batch, key), 29.0 * batch.reward, rtol=1e-5, atol=1e-4
+    )
+    terminated = batch._replace(terminated=jnp.ones(4, bool))
+    np.testing.assert_allclose(
+        sac_target(scaled_cfg, small.nets, state, terminated, key), 30.0 * batch.reward, rtol=1e-6
+    )
+    with pytest.raises(ConfigError, match=r"agent\.reward_scale=0\.0 must be > 0"):
+        compose(["agent=sac", "agent.reward_scale=0"])
 
 
 def test_one_update_moves_alpha_and_targets_as_computed(small):
