@@ -74,6 +74,25 @@ PPO_PENDULUM = (
     "agent.ent_coef=0.0",
     "agent.squash_actions=true",
 )
+# PPO on Brax's Ant as Brax's training notebook trains it (google/brax 0b96d05,
+# notebooks/training.ipynb: discount 0.97, Adam 3e-4 constant, clip 0.3, no gradient clipping,
+# tanh-squashed actions), its 4,096 envs × 16 unrolls of 5 steps as 2,048 envs × 160 steps in
+# 32 minibatches of 5 steps, so that a minibatch holds Brax's 10,240 samples
+# (benchmarks/brax_trainers.py runs it beside Brax's ppo.train).
+PPO_BRAX_ANT = (
+    "env.num_envs=2048",
+    "agent.num_steps=160",
+    "agent.num_minibatches=32",
+    "agent.gamma=0.97",
+    "agent.learning_rate=3e-4",
+    "agent.clip_eps=0.3",
+    "agent.clip_value=false",
+    "agent.anneal_lr=false",
+    "agent.max_grad_norm=0",
+    "agent.adam_eps=1e-8",
+    "agent.return_normalization=false",
+    "agent.squash_actions=true",
+)
 # ERL's Pendulum learner, faster than the paper's MuJoCo DDPG (benchmarks/erl_pendulum.py's
 # test config).
 ERL_PENDULUM = (
@@ -222,6 +241,15 @@ PRESETS: tuple[Preset, ...] = (
         PENDULUM,
         ("budget.env_steps=200000", *PPO_PENDULUM),
         "PPO -211, PPOC -264 (2 seeds) at 200k env steps (benchmarks/results/ppoc.md)",
+    ),
+    *_preset(
+        "ant",
+        ("ppo",),
+        ("brax/ant",),
+        ("budget.env_steps=50000000", *PPO_BRAX_ANT),
+        "Brax's training notebook's Ant settings and budget; on the spring backend 2,104 at best "
+        "and 1,307 at 9.8M env steps, where Brax's ppo.train with the same settings reaches 920 "
+        "(benchmarks/results/brax_trainers.md)",
     ),
     *_preset(
         "pendulum",

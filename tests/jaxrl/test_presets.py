@@ -36,6 +36,8 @@ def test_auto_picks_the_preset_of_the_agent_and_env() -> None:
     assert label("pdqn", "CatchPoint-v0") == "pdqn/hybrid"
     assert label("hyar", "HardMove-v0") == "hyar/hard-move"
     assert label("sac", "brax/ant") is None  # Brax's Ant is not Gymnasium's MuJoCo Ant
+    assert label("ppo", "brax/ant") == "ppo/ant"
+    assert label("ppo", "brax/hopper") is None
     assert label("sac", "gym/HalfCheetah-v5") == "sac/mujoco"
     assert label("td3", "gym/Walker2d-v4") == "td3/mujoco"
     assert label("td3", "gym/HalfCheetah-v5") == "td3/halfcheetah"  # before the family's
