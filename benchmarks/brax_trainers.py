@@ -278,8 +278,8 @@ def run_ours(comparison: Comparison, budget: int, runs: Path) -> Curve:
     t0 = time.perf_counter()
     # A cold compile, as Brax's: our CLI's persistent XLA cache pointed at an empty directory.
     with tempfile.TemporaryDirectory() as cache:
-        os.environ["JAXRL_CACHE_DIR"] = cache
-        summary = finished_cli_run(f"jaxrl {comparison.algo}", cmd, run_dir)
+        env = repo_env(JAXRL_CACHE_DIR=cache)
+        summary = finished_cli_run(f"jaxrl {comparison.algo}", cmd, run_dir, env)
     if fresh:
         wall_file.write_text(json.dumps({"process_s": time.perf_counter() - t0}))
     process_s = json.loads(wall_file.read_text())["process_s"]
@@ -388,7 +388,7 @@ def main() -> None:
         budget = args.budget or c.budget
         if budget % c.budget_unit or budget < 2 * c.budget_unit:
             parser.error(
-                f"--budget for {c.algo} must be a multiple of {c.budget_unit:,}, at least 2"
+                f"--budget for {c.algo} must be a multiple of {c.budget_unit:,}, at least twice it"
             )
     if args.brax_worker:
         brax_worker(comparisons[0], args.budget, args.out)

@@ -200,13 +200,17 @@ def run_process(what: str, cmd: list[str], **kwargs: Any) -> tuple[str, float]:
     return proc.stdout, wall
 
 
-def finished_cli_run(what: str, cmd: list[str], run_dir: Path) -> dict[str, Any]:
+def finished_cli_run(
+    what: str, cmd: list[str], run_dir: Path, env: dict[str, str] | None = None
+) -> dict[str, Any]:
     """The summary.json of the CLI run `python -m jaxrl.run *cmd` logging to `run_dir`, run
-    first unless the directory already holds a finished run: a benchmark's rows can then run side
-    by side in separate processes and its report be written from their directories after."""
+    first (in `env`, default `repo_env()`) unless the directory already holds a finished run: a
+    benchmark's rows can then run side by side in separate processes and its report be written
+    from their directories after."""
     if not (run_dir / "summary.json").exists():
         print(f"running {what}: python -m jaxrl.run {' '.join(cmd)}", flush=True)
-        run_process(what, [sys.executable, "-m", "jaxrl.run", *cmd], cwd=REPO, env=repo_env())
+        cli = [sys.executable, "-m", "jaxrl.run", *cmd]
+        run_process(what, cli, cwd=REPO, env=env or repo_env())
     return json.loads((run_dir / "summary.json").read_text())
 
 
