@@ -1,22 +1,34 @@
 """The host bridge's cost: a random policy on Gymnasium's CartPole-v1 through `envs.host.HostEnv`
-(a jitted `lax.scan` of `env.step`, one host call per step) against the same Gymnasium vector env
+(a jitted `lax.scan` of `env.step`, one host call per step) against the same Gymnasium envs
 stepped from a plain Python loop, at 1, 8 and 64 envs (sync pools); and the cost of one host
-call by callback kind (`buffer_callback` vs `io_callback`), which chose the bridge's callback.
+call by callback kind (`buffer_callback` vs `io_callback`), which chose the bridge's callback,
+and of the bridge's whole step over a pool that does no work (`InstantPool`), with a constant
+action or the random policy's kernels in the loop.
 
 Rows: `plain loop` is `SyncVectorEnv.step` (same-step auto-reset) with numpy random actions, the
 reference of the ratio column; `pool loop` is our `GymnasiumPool.step` from Python (dense final
-observations and episode statistics on top); `bridge` is the compiled scan. Each figure is the
-best of `--repeats` timed runs after a warm-up. The results file is written only when the
-1-minute load average is below 1.5 (timings on a shared machine say little).
+observations and episode statistics on top); `bridge` is the compiled scan. The bridge runs
+again in a process started with XLA's concurrency-optimised scheduler off (`SCHEDULER_OFF` in
+XLA_FLAGS): with it on (XLA's default) the loop body's independent kernels are handed to
+XLA:CPU's thread pool, and each hand-off costs more than a small env step. The flag is process-
+wide (a per-compilation option leaves it without effect), and it slows compute-bound programs,
+so the last table runs PPO on CartPole-v1 (PureJaxRL's config, no host env) through the CLI with
+and without it, interleaved. Each bridge figure is the best of `--repeats` timed runs after a
+warm-up. The results file is written only when the 1-minute load average is below 1.5 (timings
+on a shared machine say little).
 
-    python benchmarks/host_bridge.py [--steps 32000] [--repeats 3] [--out PATH]
+    python benchmarks/host_bridge.py [--steps 32000] [--repeats 3] [--ppo-pairs 3] [--out PATH]
 """
 
 from __future__ import annotations
 
 import argparse
 import functools
+import json
 import os
+import statistics
+import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -25,14 +37,27 @@ import gymnasium
 import jax
 import jax.numpy as jnp
 import numpy as np
-from common import RESULTS, fmt, load_note, machine, markdown_table, write_report_if_quiet
+from common import (
+    PUREJAXRL_PPO_CARTPOLE,
+    PUREJAXRL_SETTINGS,
+    RESULTS,
+    fmt,
+    last_json,
+    load_note,
+    machine,
+    markdown_table,
+    median_range,
+    repo_env,
+    run_process,
+    write_report_if_quiet,
+)
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 from jax.experimental import io_callback
 from jax.experimental.buffer_callback import buffer_callback
 
 import envs
 from envs.gym_pool import GymnasiumPool
-from envs.host import HostEnvConfig
+from envs.host import HostEnv, HostEnvConfig, HostStep
 from jaxrl.env import random_actions
 from jaxrl.prng import make_key
 
@@ -40,6 +65,15 @@ DEFAULT_OUT = RESULTS / "host_bridge.md"
 NUM_ENVS = (1, 8, 64)
 QUIET_LOAD = 1.5
 CALLBACK_CALLS = 5000
+INSTANT_ENVS = 8
+SCHEDULER_OFF = "--xla_cpu_enable_concurrency_optimized_scheduler=false"
+PPO_CARTPOLE = [
+    *PUREJAXRL_PPO_CARTPOLE,
+    *PUREJAXRL_SETTINGS,
+    "budget.env_steps=499712",
+    "log.progress=false",
+    "log.tensorboard=false",
+]
 
 
 def best_time(fn: Callable[[], object], repeats: int) -> float:
@@ -82,15 +116,35 @@ def pool_loop(num_envs: int, steps: int, repeats: int) -> float:
     return seconds
 
 
-def bridge(num_envs: int, steps: int, repeats: int) -> tuple[float, float]:
-    """(compile s, best run s) of a jitted scan of `steps` random steps through the bridge."""
-    env = envs.make(HostEnvConfig(id="gym/CartPole-v1"), num_envs)
+class InstantPool:
+    """A CartPole-shaped pool whose step returns at once: the bridge's cost without an env's."""
+
+    def __init__(self, num_envs: int) -> None:
+        self.num_envs = num_envs
+        obs, zeros = np.zeros((num_envs, 4), np.float32), np.zeros(num_envs, np.float32)
+        flags, lengths = np.zeros(num_envs, bool), np.zeros(num_envs, np.int32)
+        self.result = HostStep(obs, zeros, flags, flags, obs, zeros, lengths, flags)
+
+    def reset(self, seed: int, env_offset: int = 0) -> np.ndarray:
+        return self.result.obs
+
+    def step(self, actions: np.ndarray) -> HostStep:
+        return self.result
+
+    def close(self) -> None:
+        pass
+
+
+def scan_seconds(
+    env: HostEnv, steps: int, repeats: int, policy: Callable[[jax.Array], jax.Array]
+) -> tuple[float, float]:
+    """(compile s, best run s) of a jitted scan of `steps` steps of `env` with `policy(key)`."""
 
     def rollout(key: jax.Array) -> jax.Array:
         state, _ = env.reset(key)
 
         def body(state: jax.Array, k: jax.Array) -> tuple[jax.Array, jax.Array]:
-            state, ts = env.step(state, random_actions(env.spec, k), k)
+            state, ts = env.step(state, policy(k), k)
             return state, ts.reward.sum()
 
         return jax.lax.scan(body, state, jax.random.split(key, steps))[1].sum()
@@ -99,8 +153,31 @@ def bridge(num_envs: int, steps: int, repeats: int) -> tuple[float, float]:
     compiled = jax.jit(rollout).lower(make_key(0)).compile()
     compile_s = time.perf_counter() - t0
     seconds = best_time(lambda: jax.block_until_ready(compiled(make_key(1))), repeats)
-    env.close()
     return compile_s, seconds
+
+
+def bridge(num_envs: int, steps: int, repeats: int) -> tuple[float, float]:
+    """(compile s, best run s) of a jitted scan of `steps` random steps through the bridge."""
+    env = envs.make(HostEnvConfig(id="gym/CartPole-v1"), num_envs)
+    result = scan_seconds(env, steps, repeats, functools.partial(random_actions, env.spec))
+    env.close()
+    return result
+
+
+def instant_step_micros(num_envs: int, repeats: int, random_policy: bool) -> float:
+    """µs per step of the bridge over an `InstantPool`, with the random policy's kernels in the
+    loop or a constant action."""
+    env = HostEnv(
+        envs.make(HostEnvConfig(id="gym/CartPole-v1"), num_envs).spec,
+        lambda n, seed: InstantPool(n),
+    )
+    if random_policy:
+        policy = functools.partial(random_actions, env.spec)
+    else:
+        policy = lambda k: jnp.zeros(num_envs, jnp.int32)
+    _, seconds = scan_seconds(env, CALLBACK_CALLS, repeats, policy)
+    env.close()
+    return seconds / CALLBACK_CALLS * 1e6
 
 
 def callback_cost(kind: str, repeats: int) -> float:
@@ -126,12 +203,66 @@ def callback_cost(kind: str, repeats: int) -> float:
     return seconds / CALLBACK_CALLS * 1e6
 
 
+def with_xla_flags(flags: str) -> dict[str, str]:
+    """This process's environment (repository first on the path) with `flags` added to
+    XLA_FLAGS."""
+    return repo_env(XLA_FLAGS=f"{os.environ.get('XLA_FLAGS', '')} {flags}".strip())
+
+
+def bridge_in_process(
+    num_envs: int, steps: int, repeats: int, xla_flags: str
+) -> tuple[float, float]:
+    """`bridge` in a fresh process started with `xla_flags` (read once, at XLA's start)."""
+    cmd = [sys.executable, __file__, "--bridge-worker", str(num_envs), str(steps), str(repeats)]
+    stdout, _ = run_process("bridge worker", cmd, env=with_xla_flags(xla_flags))
+    result = last_json(stdout)
+    return result["compile_s"], result["seconds"]
+
+
+def ppo_run_seconds(xla_flags: str, cache: Path, run_dir: Path) -> float:
+    """Run seconds (compile excluded) of PPO CartPole-v1 through the CLI in a process with
+    `xla_flags`."""
+    cmd = [sys.executable, "-m", "jaxrl.run", *PPO_CARTPOLE, f"log.dir={run_dir}"]
+    env = with_xla_flags(xla_flags)
+    env["JAXRL_CACHE_DIR"] = str(cache)  # one per flag setting: compiled once each
+    run_process("PPO CartPole", cmd, env=env)
+    return json.loads((run_dir / "summary.json").read_text())["run_seconds"]
+
+
+def ppo_with_and_without(pairs: int) -> list[list[str]]:
+    """Rows of PPO CartPole run seconds, XLA's default against `SCHEDULER_OFF`, interleaved."""
+    seconds: dict[str, list[float]] = {"": [], SCHEDULER_OFF: []}
+    with tempfile.TemporaryDirectory() as tmp:
+        for i in range(pairs):
+            order = list(seconds) if i % 2 == 0 else list(seconds)[::-1]
+            for flags in order:
+                cache = Path(tmp, f"cache{len(flags)}")
+                seconds[flags].append(
+                    ppo_run_seconds(flags, cache, Path(tmp, f"run{i}{len(flags)}"))
+                )
+    default = statistics.median(seconds[""])
+    return [
+        [
+            f"PPO CartPole-v1 500k, {'XLA default' if not flags else 'XLA_FLAGS=' + flags}",
+            median_range(runs),
+            f"{statistics.median(runs) / default:.2f}",
+        ]
+        for flags, runs in seconds.items()
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=32000, help="env steps per timed run")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--ppo-pairs", type=int, default=3)
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--bridge-worker", type=int, nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.bridge_worker:  # one bridge figure in this process, as JSON
+        compile_s, seconds = bridge(*args.bridge_worker)
+        print(json.dumps({"compile_s": compile_s, "seconds": seconds}))
+        return
 
     load_before = os.getloadavg()[0]
     where = machine()
@@ -142,10 +273,12 @@ def main() -> None:
         plain_s = plain_loop(n, steps, args.repeats)
         pool_s = pool_loop(n, steps, args.repeats)
         compile_s, bridge_s = bridge(n, steps, args.repeats)
+        off_compile_s, off_s = bridge_in_process(n, steps, args.repeats, SCHEDULER_OFF)
         for what, seconds, compiled in (
             ("plain loop (SyncVectorEnv.step)", plain_s, None),
             ("pool loop (GymnasiumPool.step)", pool_s, None),
             ("bridge (jit scan of HostEnv.step)", bridge_s, compile_s),
+            (f"bridge, XLA_FLAGS={SCHEDULER_OFF}", off_s, off_compile_s),
         ):
             row = [
                 f"CartPole-v1, {n} envs × {steps} steps, {what}",
@@ -167,18 +300,33 @@ def main() -> None:
         micros = callback_cost(kind, args.repeats)
         callback_rows.append([kind, f"{micros:.1f}", where])
         print(f"{kind}: {micros:.1f} µs per call", flush=True)
+    for random_policy in (False, True):
+        kind = f"bridge step, {INSTANT_ENVS} envs of a pool that returns at once, " + (
+            "random policy" if random_policy else "constant action"
+        )
+        micros = instant_step_micros(INSTANT_ENVS, args.repeats, random_policy)
+        callback_rows.append([kind, f"{micros:.1f}", where])
+        print(f"{kind}: {micros:.1f} µs per call", flush=True)
+    ppo_rows = ppo_with_and_without(args.ppo_pairs)
+    for row in ppo_rows:
+        print(" | ".join(row), flush=True)
     load_after = os.getloadavg()[0]
 
     text = (
         "# Host bridge overhead, CartPole-v1, random policy\n\n"
-        f"`python benchmarks/host_bridge.py --steps {args.steps} --repeats {args.repeats}`. "
+        f"`python benchmarks/host_bridge.py --steps {args.steps} --repeats {args.repeats} "
+        f"--ppo-pairs {args.ppo_pairs}`. "
         "Ratio: env steps/s over the plain loop's at the same env count (the bridge aims for "
-        "≥ 0.9 at 64 envs). Compile is cold (programs with host callbacks are not in JAX's "
+        "≥ 0.95 at 8 and 64 envs). Compile is cold (programs with host callbacks are not in JAX's "
         "persistent cache).\n\n"
         + markdown_table(["what", "env steps/s", "ratio", "compile s", "run s", "machine"], rows)
         + f"\n\nOne host call inside a jitted `lax.scan` of {CALLBACK_CALLS} calls (int32 in, "
-        "int32 out):\n\n"
+        "int32 out), and the bridge's whole step over a pool that does no work:\n\n"
         + markdown_table(["callback", "µs per call", "machine"], callback_rows)
+        + f"\n\nWhat the scheduler flag costs a compute-bound program ({where}; "
+        f"{args.ppo_pairs} runs each, interleaved, medians with min-max; run s leaves the compile "
+        "out):\n\n"
+        + markdown_table(["what", "run s", "over XLA's default"], ppo_rows)
         + f"\n\n{load_note(load_before, load_after)}\n"
     )
     write_report_if_quiet(text, args.out, max(load_before, load_after), QUIET_LOAD)

@@ -1,8 +1,9 @@
 """Gymnasium envs as host pools: `gym/<id>`, `bullet/<id>` and `pixel/<id>`.
 
-`GymnasiumPool` steps gymnasium's own vector envs (`SyncVectorEnv` in this process, or
-`AsyncVectorEnv` with one worker process per env) in same-step auto-reset mode, turns their
-object-array `final_obs` info into a dense array and keeps the episode statistics. Observations are
+`GymnasiumPool` steps Gymnasium envs in same-step auto-reset mode, in this process (`SameStepEnvs`,
+the stepping of Gymnasium's `SyncVectorEnv` without its per-step info merging and copies) or in
+`AsyncVectorEnv`'s worker processes, one per env (whose object-array `final_obs` info becomes a
+dense array), and keeps the episode statistics. Observations are
 float32 (uint8 images stay uint8; a Discrete observation becomes a one-hot vector), Discrete actions
 int, Box actions the env's dtype; parameterised actions (gym-platform's `Tuple(Discrete(K),
 Tuple(Box_1, ..., Box_K))`, or `Tuple(Discrete(K), Box)`) are our `Hybrid` (choice, flat
@@ -27,7 +28,8 @@ from typing import Any
 import gymnasium
 import numpy as np
 from gymnasium import spaces as gym_spaces
-from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
+from gymnasium.vector import AsyncVectorEnv, AutoresetMode
+from gymnasium.vector.utils import batch_space, iterate
 
 from envs.host import HostEnv, HostEnvConfig, HostEnvError, HostStep
 from envs.ray_pool import pool_factory
@@ -160,8 +162,69 @@ def _hybrid_action(space: gym_spaces.Tuple) -> tuple[Hybrid, Callable[[Any], Any
     return hybrid, to_env
 
 
+class SameStepEnvs:
+    """Gymnasium envs stepped in this process as `SyncVectorEnv` steps them in same-step auto-reset
+    mode (env i seeded with seed + i; an env whose episode ended is reset at once, unseeded, and
+    the ended episode's last observation kept), written into preallocated batch arrays. The
+    vector env's per-step info merging, space-generic batching and copies cost about as much as
+    stepping 8 CartPoles (benchmarks/results/host_bridge.md); the episodes are the same, step for
+    step (tests/envs/test_host.py)."""
+
+    def __init__(self, env_fns: Sequence[Callable[[], gymnasium.Env]]) -> None:
+        self.envs = [make() for make in env_fns]
+        self.closed = False
+        self.single_observation_space = self.envs[0].observation_space
+        self.single_action_space = self.envs[0].action_space
+        n = len(self.envs)
+        self._batched_actions = batch_space(self.single_action_space, n)
+        self._discrete_actions = isinstance(self.single_action_space, gym_spaces.Discrete)
+        space = self.single_observation_space
+        self._obs = np.zeros((n, *space.shape), space.dtype)  # a Discrete one: int64[n]
+        self._reward = np.zeros(n, np.float64)
+        self._terminated = np.zeros(n, bool)
+        self._truncated = np.zeros(n, bool)
+
+    def reset(self, seed: int) -> np.ndarray:
+        for i, env in enumerate(self.envs):
+            self._obs[i], _ = env.reset(seed=seed + i)
+        return self._obs.copy()
+
+    def step(self, actions: Any) -> tuple[np.ndarray, ...]:
+        """(obs, reward, terminated, truncated, final obs): fresh arrays, obs where no episode
+        ended in final obs."""
+        # Discrete choices go as Python ints, which `Discrete.contains` (asserted by many envs'
+        # step) checks several times faster than numpy integers; a Box batch is iterated row by
+        # row, as `iterate` does; a hybrid action's (choices, parameters) pair needs Gymnasium's
+        # Tuple iteration.
+        if self._discrete_actions:
+            per_env = actions.tolist()
+        elif isinstance(actions, np.ndarray):
+            per_env = actions
+        else:
+            per_env = iterate(self._batched_actions, actions)
+        ended = []
+        for i, (env, action) in enumerate(zip(self.envs, per_env, strict=True)):
+            obs, reward, terminated, truncated, _ = env.step(action)
+            self._reward[i], self._terminated[i], self._truncated[i] = reward, terminated, truncated
+            if terminated or truncated:
+                ended.append((i, obs))
+                obs, _ = env.reset()
+            self._obs[i] = obs
+        obs = self._obs.copy()
+        final_obs = obs.copy()
+        for i, last in ended:
+            final_obs[i] = last
+        return obs, self._reward.copy(), self._terminated.copy(), self._truncated.copy(), final_obs
+
+    def close(self) -> None:
+        for env in self.envs:
+            env.close()
+        self.closed = True
+
+
 class GymnasiumPool:
-    """A `HostPool` over gymnasium's vector envs (mode `sync` or `async`), same-step auto-reset.
+    """A `HostPool` over Gymnasium envs (mode `sync`: `SameStepEnvs`, or `async`: Gymnasium's
+    `AsyncVectorEnv`), same-step auto-reset.
 
     Failures are raised as `HostEnvError` with the env's own message; a dead async worker is
     reported with its exit code, and an async pool that does not answer within `timeout` seconds
@@ -183,9 +246,7 @@ class GymnasiumPool:
         self.mode = mode
         self.timeout = timeout
         if mode == "sync":
-            self.env = self._guard(
-                "creating its envs", SyncVectorEnv, env_fns, autoreset_mode=AutoresetMode.SAME_STEP
-            )
+            self.env = self._guard("creating its envs", SameStepEnvs, env_fns)
         else:
             self.env = self._guard(
                 "starting its workers",
@@ -204,7 +265,7 @@ class GymnasiumPool:
     def reset(self, seed: int, env_offset: int = 0) -> np.ndarray:
         seed += env_offset  # Gymnasium seeds env i with seed + i
         if self.mode == "sync":
-            obs, _ = self._guard("reset", self.env.reset, seed=seed)
+            obs = self._guard("reset", self.env.reset, seed)
         else:
             self._guard("reset", self.env.reset_async, seed=seed)
             obs, _ = self._guard("reset", self.env.reset_wait, timeout=self.timeout)
@@ -227,14 +288,15 @@ class GymnasiumPool:
         """Finish the step `step_async` started."""
         if self.mode == "sync":
             result = self._guard("step", self.env.step, self._actions)
+            obs, reward, terminated, truncated, final_obs = result
         else:
             result = self._guard("step", self.env.step_wait, timeout=self.timeout)
-        obs, reward, terminated, truncated, info = result
-        obs = self._obs(obs)
-        final_obs = obs.copy()
-        ended = info.get("_final_obs")
-        if ended is not None and ended.any():
-            final_obs[ended] = self._obs(np.stack(info["final_obs"][ended]))
+            obs, reward, terminated, truncated, info = result
+            final_obs = obs.copy()
+            ended = info.get("_final_obs")
+            if ended is not None and ended.any():
+                final_obs[ended] = np.stack(info["final_obs"][ended])
+        obs, final_obs = self._obs(obs), self._obs(final_obs)
         terminated = np.asarray(terminated, bool)
         # Gymnasium's TimeLimit also flags a step that terminated at the cap as truncated; here a
         # step is truncated only if it did not terminate (as `jaxrl.env.VectorEnv`).

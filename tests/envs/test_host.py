@@ -112,6 +112,34 @@ def test_scan_of_80_steps_equals_gymnasium_stepped_from_python():
     env.close()
 
 
+def test_the_sync_pool_steps_box_actions_as_gymnasiums_vector_env():
+    """The sync pool steps its envs itself (`SameStepEnvs`); on Pendulum (Box actions) with a
+    7-step cap it gives `SyncVectorEnv`'s observations, rewards and truncations, and the ended
+    episodes' last observations, bit for bit."""
+    n, cap, steps = 3, 7, 20
+    make = functools.partial(gymnasium.make, "Pendulum-v1", max_episode_steps=cap)
+    pool = GymnasiumPool([make] * n, "sync")
+    vec = SyncVectorEnv([make] * n, autoreset_mode=AutoresetMode.SAME_STEP)
+    np.testing.assert_array_equal(pool.reset(5), vec.reset(seed=5)[0])
+    truncations = 0
+    for action in np.random.default_rng(1).uniform(-2, 2, (steps, n, 1)).astype(np.float32):
+        step = pool.step(action)
+        obs, reward, terminated, truncated, info = vec.step(action)
+        final = obs.copy()
+        for i in np.flatnonzero(info.get("_final_obs", np.zeros(n, bool))):
+            final[i] = info["final_obs"][i]
+        np.testing.assert_array_equal(step.obs, obs)
+        np.testing.assert_array_equal(step.reward, reward.astype(np.float32))
+        np.testing.assert_array_equal(step.truncated, truncated)
+        np.testing.assert_array_equal(step.final_obs, final)
+        assert not step.terminated.any() and not terminated.any()
+        np.testing.assert_array_equal(step.episode_length[step.truncated], cap)
+        truncations += int(step.truncated.sum())
+    assert truncations == steps // cap * n
+    pool.close()
+    vec.close()
+
+
 def test_io_callback_path_gives_the_same_steps():
     n, actions = 2, np.ones((30, 2), np.int32)
     key = make_key(3)
