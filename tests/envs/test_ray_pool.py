@@ -102,7 +102,9 @@ def test_a_raising_env_a_killed_actor_and_an_unplaceable_pool_fail_in_one_error(
         state, _ = reset(make_key(0))
     # The env's own exception in an actor (CartPole asserts its action is valid).
     with (
-        pytest.raises(HostEnvError, match=r"step raised AssertionError: 5 \(<class 'int'>\) invalid"),
+        pytest.raises(
+            HostEnvError, match=r"step raised AssertionError: 5 \(<class 'int'>\) invalid"
+        ),
         host_errors(),
     ):
         jax.block_until_ready(step(state, jnp.full(4, 5, jnp.int32), make_key(0)))
