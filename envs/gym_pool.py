@@ -166,8 +166,8 @@ class SameStepEnvs:
     """Gymnasium envs stepped in this process as `SyncVectorEnv` steps them in same-step auto-reset
     mode (env i seeded with seed + i; an env whose episode ended is reset at once, unseeded, and
     the ended episode's last observation kept), written into preallocated batch arrays. The
-    vector env's per-step info merging, space-generic batching and copies cost about as much as
-    stepping 8 CartPoles (benchmarks/results/host_bridge.md); the episodes are the same, step for
+    vector env's per-step info merging, space-generic batching and copies are a large share of a
+    cheap env's step (benchmarks/results/host_bridge.md); the episodes are the same, step for
     step (tests/envs/test_host.py)."""
 
     def __init__(self, env_fns: Sequence[Callable[[], gymnasium.Env]]) -> None:
