@@ -68,7 +68,7 @@ class Row:
 
 
 ROWS = {
-    "sac-halfcheetah": Row("sac", "halfcheetah", seeds=(0, 1)),
+    "sac-halfcheetah": Row("sac", "halfcheetah", seeds=(0, 1, 2)),
     "td3-halfcheetah": Row("td3", "halfcheetah", seeds=(0, 1, 2)),
     "td3_paper-halfcheetah": Row(
         "td3",
@@ -78,7 +78,7 @@ ROWS = {
         (0, 1, 2),
     ),
     "sac-hopper": Row("sac", "hopper", seeds=(0, 1)),
-    "td3-hopper": Row("td3", "hopper", seeds=(0, 1)),
+    "td3-hopper": Row("td3", "hopper", seeds=(0, 1, 2)),
 }
 QUIET = ["log.tensorboard=false", "log.progress=false"]
 MARKS = (50_000, 100_000, 150_000, 200_000, 250_000, 300_000)
