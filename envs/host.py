@@ -233,11 +233,6 @@ class _Registry:
         """Step the pool of each handle with its actions (`actions[i]`: pool i's batch)."""
         ids = handles.tolist()
         with self.lock:
-            if len(ids) == 1:  # the usual case (one seed): no checks across pools, views
-                slot = self._slot(owner, name, ids[0])
-                step = self._call(name, "step", slot.pool.step, actions[0], handle=ids[0])
-                slot.stepped = True
-                return HostStep._make(field[None] for field in step)
             if len(set(ids)) < len(ids):
                 raise HostEnvError(
                     f"{name}: one host env state is stepped twice in one call; each vmapped "
@@ -253,6 +248,8 @@ class _Registry:
                 ]
             for slot in slots:
                 slot.stepped = True
+        if len(steps) == 1:  # the usual case (one seed): views, no copies
+            return HostStep(*(field[None] for field in steps[0]))
         return HostStep(*(np.stack(field) for field in zip(*steps, strict=True)))
 
     def _slot(self, owner: int, name: str, handle: int) -> _Slot:
