@@ -41,6 +41,7 @@ from common import (
     PUREJAXRL_PPO_CARTPOLE,
     PUREJAXRL_SETTINGS,
     RESULTS,
+    finished_cli_run,
     fmt,
     last_json,
     load_note,
@@ -222,11 +223,10 @@ def bridge_in_process(
 def ppo_run_seconds(xla_flags: str, cache: Path, run_dir: Path) -> float:
     """Run seconds (compile excluded) of PPO CartPole-v1 through the CLI in a process with
     `xla_flags`."""
-    cmd = [sys.executable, "-m", "jaxrl.run", *PPO_CARTPOLE, f"log.dir={run_dir}"]
     env = with_xla_flags(xla_flags)
     env["JAXRL_CACHE_DIR"] = str(cache)  # one per flag setting: compiled once each
-    run_process("PPO CartPole", cmd, env=env)
-    return json.loads((run_dir / "summary.json").read_text())["run_seconds"]
+    cmd = [*PPO_CARTPOLE, f"log.dir={run_dir}"]
+    return finished_cli_run("PPO CartPole", cmd, run_dir, env)["run_seconds"]
 
 
 def ppo_with_and_without(pairs: int) -> list[list[str]]:
@@ -236,10 +236,9 @@ def ppo_with_and_without(pairs: int) -> list[list[str]]:
         for i in range(pairs):
             order = list(seconds) if i % 2 == 0 else list(seconds)[::-1]
             for flags in order:
-                cache = Path(tmp, f"cache{len(flags)}")
-                seconds[flags].append(
-                    ppo_run_seconds(flags, cache, Path(tmp, f"run{i}{len(flags)}"))
-                )
+                tag = "off" if flags else "default"
+                run_dir = Path(tmp, f"run{i}-{tag}")
+                seconds[flags].append(ppo_run_seconds(flags, Path(tmp, f"cache-{tag}"), run_dir))
     default = statistics.median(seconds[""])
     return [
         [
