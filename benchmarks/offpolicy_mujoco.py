@@ -77,7 +77,7 @@ ROWS = {
         "TD3, the paper's settings (400-300, 1e-3, 100)",
         (0, 1, 2),
     ),
-    "sac-hopper": Row("sac", "hopper", seeds=(0, 1)),
+    "sac-hopper": Row("sac", "hopper", seeds=(0, 1, 2)),
     "td3-hopper": Row("td3", "hopper", seeds=(0, 1, 2)),
 }
 QUIET = ["log.tensorboard=false", "log.progress=false"]
