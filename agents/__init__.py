@@ -85,7 +85,9 @@ REGISTRY: dict[str, AgentEntry] = {
     "aggrevated": AgentEntry(
         "agents.aggrevated", "AggreVaTeDConfig", "make_aggrevated", ("expert_share", "loss")
     ),
-    "pdqn": AgentEntry("agents.pdqn", "PDQNConfig", "make_pdqn", ("episode_return", "loss")),
+    "pdqn": AgentEntry(
+        "agents.pdqn", "PDQNConfig", "make_pdqn", ("episode_return", "loss"), takes_budget=True
+    ),
     "paddpg": AgentEntry(
         "agents.paddpg", "PADDPGConfig", "make_paddpg", ("episode_return", "critic_loss")
     ),

@@ -70,8 +70,8 @@ from jaxrl.offpolicy import (
     Learner,
     epsilon,
     epsilon_greedy,
-    first_update_after,
     make_off_policy,
+    num_updates,
     soft_update,
 )
 from jaxrl.prioritized import Prioritization
@@ -224,15 +224,6 @@ def td_loss(error: Array, kind: str) -> Array:
     return 0.5 * error**2
 
 
-def num_updates(cfg: DQNConfig, num_envs: int, total_env_steps: float) -> int:
-    """Gradient updates in a run of `total_env_steps`: `gradient_steps` after every round of
-    `train_freq` batched steps that ends with the driver's `first_update_after` steps taken."""
-    per_round = num_envs * cfg.train_freq
-    rounds = int(total_env_steps) // per_round
-    first = -(-first_update_after(cfg, num_envs, cfg.n_step) // per_round)  # first learning round
-    return max(rounds - first + 1, 0) * cfg.gradient_steps
-
-
 class DQNSetup(NamedTuple):
     """What the learner's functions share, fixed when the program is traced."""
 
@@ -335,8 +326,8 @@ def make_learner(cfg: DQNConfig, spec: EnvSpec, total_env_steps: float) -> Learn
     net = QNetwork(space.n, torso, cfg.hidden_sizes, cfg.activation, cfg.dueling, cfg.kernel_init)
     learning_rate: optax.ScalarOrSchedule = cfg.learning_rate
     if cfg.anneal_lr:
-        horizon = max(num_updates(cfg, spec.num_envs, total_env_steps), 1)
-        learning_rate = optax.linear_schedule(cfg.learning_rate, 0.0, horizon)
+        horizon = max(num_updates(cfg, spec.num_envs, total_env_steps, cfg.n_step), 1)
+        learning_rate = optimizers.linear_to_zero(cfg.learning_rate, horizon)
     tx = optax.chain(
         optimizers.clip_by_global_norm(cfg.max_grad_norm),
         optax.adam(learning_rate, eps=cfg.adam_eps),

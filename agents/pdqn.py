@@ -47,7 +47,9 @@ parameters (the reference's `initialise_params` biases x(s) to (3, 10, 400)): x(
 mid-range. On Goal, `parameter_prior=true` adds the reference's hand-made Goal parameter policy
 (`run_goal_pdqn.py`'s passthrough layer, fixed, `envs.goal.PARAMETER_PRIOR`) to x(s), and
 `reward_scale` is its reward scaling; the `goal` preset (jaxrl/presets.py, `PDQN_GOAL`) holds
-that script's Goal settings. (4) Flax's LeCun-normal initialiser, not Kaiming's.
+that script's Goal settings. (4) Flax's LeCun-normal initialiser, not Kaiming's. (5)
+`anneal_lr`, off by default as in the reference, takes both learning rates linearly to 0 over
+the updates the budget allows, as DQN's option does.
 
 The driver (`jaxrl.offpolicy`) stores the env's own `(choice, parameters)` actions in its replay
 buffer and draws them uniformly for its warm-up.
@@ -80,6 +82,7 @@ from jaxrl.offpolicy import (
     epsilon,
     epsilon_greedy,
     make_off_policy,
+    num_updates,
     soft_update,
 )
 
@@ -123,6 +126,9 @@ class PDQNConfig(EpsilonGreedyConfig):
     exploration_noise: float = 0.1  # σ of the Gaussian on the chosen parameters, [−1, 1] units
     max_grad_norm: float = 10.0  # global-norm clipping of each network's gradient; 0: off
     reward_scale: float = 1.0  # × the reward in the TD target (MP-DQN's Goal script: 1/50)
+    # Both learning rates linearly to 0 over the updates the run's budget allows (the reference
+    # keeps them constant).
+    anneal_lr: bool = False
     # Add the env's hand-made parameter policy, a fixed linear map of the observation, to x(s)
     # (MP-DQN's passthrough layer; envs.hybrid.parameter_prior: Goal-v0 has one).
     parameter_prior: bool = False
@@ -345,15 +351,20 @@ def env_prior(spec: EnvSpec) -> tuple[tuple[tuple[float, ...], ...], tuple[float
     return tuple(map(tuple, weights.tolist())), tuple(bias.tolist())
 
 
-def make_setup(cfg: PDQNConfig, spec: EnvSpec) -> PDQNSetup:
+def make_setup(cfg: PDQNConfig, spec: EnvSpec, total_env_steps: float | None = None) -> PDQNSetup:
     """The networks, optimisers and parameter layout for `spec` (Hybrid actions, else
-    ConfigError)."""
+    ConfigError); `total_env_steps`, the run's budget, is the horizon `anneal_lr` needs."""
     space = hybrid_actions(spec, cfg.name)
+    horizon = None
+    if cfg.anneal_lr:
+        require(total_env_steps is not None, "agent.anneal_lr=true needs the run's budget")
+        horizon = max(num_updates(cfg, spec.num_envs, total_env_steps), 1)
 
     def adam(learning_rate: float) -> optax.GradientTransformation:
-        return optax.chain(
-            optimizers.clip_by_global_norm(cfg.max_grad_norm), optax.adam(learning_rate)
+        schedule = (
+            learning_rate if horizon is None else optimizers.linear_to_zero(learning_rate, horizon)
         )
+        return optax.chain(optimizers.clip_by_global_norm(cfg.max_grad_norm), optax.adam(schedule))
 
     return PDQNSetup(
         cfg,
@@ -372,9 +383,9 @@ def make_setup(cfg: PDQNConfig, spec: EnvSpec) -> PDQNSetup:
     )
 
 
-def make_learner(cfg: PDQNConfig, spec: EnvSpec) -> Learner:
+def make_learner(cfg: PDQNConfig, spec: EnvSpec, total_env_steps: float | None = None) -> Learner:
     """P-DQN's learner for `spec`; it acts and stores the env's `(choice, parameters)`."""
-    setup = make_setup(cfg, spec)
+    setup = make_setup(cfg, spec, total_env_steps)
     obs0 = jnp.zeros(spec.observation_space.shape, jnp.float32)
     return Learner(
         init=functools.partial(init, setup, obs0),
@@ -387,6 +398,7 @@ def make_learner(cfg: PDQNConfig, spec: EnvSpec) -> Learner:
     )
 
 
-def make_pdqn(cfg: PDQNConfig, env: Env) -> Agent:
-    """P-DQN (MP-DQN with `multi_pass`) on `env`'s batch through the off-policy driver."""
-    return make_off_policy(cfg, env, make_learner(cfg, env.spec))
+def make_pdqn(cfg: PDQNConfig, env: Env, total_env_steps: float) -> Agent:
+    """P-DQN (MP-DQN with `multi_pass`) on `env`'s batch through the off-policy driver;
+    `total_env_steps` is the run's budget (the annealing horizon with `anneal_lr`)."""
+    return make_off_policy(cfg, env, make_learner(cfg, env.spec, total_env_steps))

@@ -565,6 +565,18 @@ def first_update_after(cfg: OffPolicyConfig, num_envs: int, n_step: int = 1) -> 
     return max(cfg.learning_starts, cfg.batch_size, (n_step - 1) * num_envs + 1)
 
 
+def num_updates(
+    cfg: OffPolicyConfig, num_envs: int, total_env_steps: float, n_step: int = 1
+) -> int:
+    """Gradient updates in a run of `total_env_steps`: `gradient_steps` after every round of
+    `train_freq` batched steps that ends with `first_update_after` steps taken (the horizon of
+    learning rates annealed over the run)."""
+    per_round = num_envs * cfg.train_freq
+    rounds = int(total_env_steps) // per_round
+    first = -(-first_update_after(cfg, num_envs, n_step) // per_round)  # first learning round
+    return max(rounds - first + 1, 0) * cfg.gradient_steps
+
+
 def make_off_policy(
     cfg: OffPolicyConfig,
     env: Env,

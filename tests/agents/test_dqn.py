@@ -24,7 +24,6 @@ from agents.dqn import (
     dueling_q,
     make_dqn,
     make_learner,
-    num_updates,
     td_loss,
     td_target,
 )
@@ -34,7 +33,7 @@ from jaxrl.config import ConfigError, EnvConfig
 from jaxrl.datatypes import Box, Discrete, EnvSpec, Transition
 from jaxrl.env import random_actions
 from jaxrl.networks import MLPTorso, conv_valid
-from jaxrl.offpolicy import epsilon
+from jaxrl.offpolicy import epsilon, num_updates
 from jaxrl.prng import make_key
 
 REPO = Path(__file__).resolve().parents[2]
@@ -324,7 +323,7 @@ def test_annealing_horizon_counts_the_updates_the_driver_makes():
         anneal_lr=True,
         hidden_sizes=(8,),
     )
-    assert num_updates(cfg, 2, 80) == 16
+    assert num_updates(cfg, 2, 80, cfg.n_step) == 16
     agent = make_dqn(cfg, env, total_env_steps=80)
     step = jax.jit(agent.train_step)
     state, env_state = agent.init(make_key(0)), env.reset(make_key(1))
@@ -431,7 +430,9 @@ def test_host_cartpole_learns_exactly_like_the_jax_one():
         assert hm["episodes"] == jm["episodes"]
         for name in ("episode_return", "loss", "q_mean"):
             np.testing.assert_allclose(hm[name], jm[name], rtol=1e-3, err_msg=name)
-    assert j_metrics[-1]["loss"] > 0 and int(j_state.learner.updates) == num_updates(cfg, 1, steps)
+    assert j_metrics[-1]["loss"] > 0 and int(j_state.learner.updates) == num_updates(
+        cfg, 1, steps, cfg.n_step
+    )
     net = QNetwork(2, "mlp", cfg.hidden_sizes, cfg.activation, kernel_init=cfg.kernel_init)
     q_host = net.apply(h_state.learner.params, j.obs)
     q_jax = net.apply(j_state.learner.params, j.obs)
@@ -473,7 +474,7 @@ def test_atari_breakout_smoke_and_frame_storage():
     full_state, _, full_metrics = run_dqn(env, ATARI, 2)
     full = jax.tree.map(np.asarray, full_state.buffer.data)
     assert full.obs.dtype == np.uint8 and full.obs.shape == (2048, 84, 84, 4)
-    assert int(full_state.learner.updates) == num_updates(ATARI, 4, 2048) == 36
+    assert int(full_state.learner.updates) == num_updates(ATARI, 4, 2048, ATARI.n_step) == 36
     assert full.terminated.sum() >= 5  # lives lost under near-random play
     np.testing.assert_array_equal(full.next_obs[..., :-1], full.obs[..., 1:])
     loss = float(full_metrics[-1]["loss"])

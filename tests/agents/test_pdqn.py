@@ -22,6 +22,7 @@ from agents.pdqn import (
     actor_loss,
     explore,
     make_learner,
+    make_pdqn,
     make_setup,
     q_loss,
     q_values,
@@ -31,7 +32,7 @@ from jaxrl.cli import compose
 from jaxrl.config import ConfigError, EnvConfig
 from jaxrl.continuous import inverted_gradients
 from jaxrl.datatypes import Box, Transition
-from jaxrl.offpolicy import exploring_policy, init, off_policy_setup
+from jaxrl.offpolicy import exploring_policy, init, num_updates, off_policy_setup
 from jaxrl.prng import make_key
 
 QUIET = ("log.progress=false", "log.tensorboard=false")
@@ -299,6 +300,29 @@ def test_the_driver_stores_hybrid_actions_and_warms_up_uniformly(platform):
     explored = exploring_policy(setup, state.learner, jnp.int32(500))(obs, make_key(1))
     want = learner.explore(state.learner, obs, jax.random.split(make_key(1))[0], jnp.int32(500))
     assert tree_equal(explored, want)
+
+
+def test_anneal_lr_brings_both_learning_rates_to_zero_at_the_budgets_last_update(platform):
+    """4 envs, one update per batched step once 16 steps are taken (the 4th round): a 64-step
+    budget is 16 rounds, 13 of them learning, the horizon. The second iteration (updates 6 to
+    13) still moves both networks; past the budget updates leave them as they are."""
+    cfg = PDQNConfig(
+        anneal_lr=True,
+        learning_starts=16,
+        batch_size=8,
+        buffer_size=100,
+        iteration_steps=32,
+        hidden_sizes=(8,),
+    )
+    assert num_updates(cfg, 4, 64) == 13
+    agent = make_pdqn(cfg, platform, total_env_steps=64)
+    step = jax.jit(agent.train_step)
+    state, env_state = step(agent.init(make_key(0)), platform.reset(make_key(1)), make_key(2))[:2]
+    last, env_state, _ = step(state, env_state, make_key(3))
+    later, _, _ = step(last, env_state, make_key(4))
+    for params in ("q_params", "actor_params"):
+        assert not tree_equal(getattr(last.learner, params), getattr(state.learner, params))
+        assert tree_equal(getattr(later.learner, params), getattr(last.learner, params))
 
 
 @pytest.mark.parametrize(

@@ -89,8 +89,9 @@ def test_dqn_with_prioritized_n_step_replay_updates_the_drawn_rows():
     initial 1, and the newest 2 steps' 4 rows, which have no 3-step successors yet, were never
     drawn: they still carry the largest priority of when they were added."""
     import envs
-    from agents.dqn import DQNConfig, make_dqn, num_updates
+    from agents.dqn import DQNConfig, make_dqn
     from jaxrl.config import EnvConfig
+    from jaxrl.offpolicy import num_updates
     from jaxrl.prng import make_key
 
     cfg = DQNConfig(
@@ -113,7 +114,7 @@ def test_dqn_with_prioritized_n_step_replay_updates_the_drawn_rows():
     buffer = state.buffer
     assert int(buffer.priorities.size) == int(buffer.items.size) == 512
     priorities = np.asarray(buffer.priorities.data)[:512]
-    assert int(state.learner.updates) == num_updates(cfg, 2, 512) == 116
+    assert int(state.learner.updates) == num_updates(cfg, 2, 512, cfg.n_step) == 116
     assert np.isfinite(float(metrics["loss"]))
     assert (priorities != 1.0).sum() > 400
     newest = priorities[-4:]
