@@ -78,7 +78,7 @@ ROWS = {
         (0, 1, 2),
     ),
     "sac-hopper": Row("sac", "hopper", seeds=(0, 1, 2)),
-    "td3-hopper": Row("td3", "hopper", seeds=(0, 1, 2)),
+    "td3-hopper": Row("td3", "hopper", seeds=(0, 1, 2, 3)),
 }
 QUIET = ["log.tensorboard=false", "log.progress=false"]
 MARKS = (50_000, 100_000, 150_000, 200_000, 250_000, 300_000)

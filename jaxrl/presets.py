@@ -224,8 +224,8 @@ PRESETS: tuple[Preset, ...] = (
         MUJOCO,
         ("budget.env_steps=1000000",),
         "RL Baselines3 Zoo's MuJoCo budget with its SAC settings (the agents' defaults); at 300k "
-        "env steps SAC 6,977 on HalfCheetah-v5 (3 seeds) and 2,187 on Hopper-v5 (3), TD3 2,049 on "
-        "Hopper-v5 (3) (benchmarks/results/offpolicy_mujoco.md)",
+        "env steps SAC 6,977 on HalfCheetah-v5 (3 seeds) and 2,187 on Hopper-v5 (3), TD3 1,767 on "
+        "Hopper-v5 (4) (benchmarks/results/offpolicy_mujoco.md)",
     ),
     *_preset(
         "pendulum",
