@@ -326,7 +326,7 @@ def make_learner(cfg: DQNConfig, spec: EnvSpec, total_env_steps: float) -> Learn
     net = QNetwork(space.n, torso, cfg.hidden_sizes, cfg.activation, cfg.dueling, cfg.kernel_init)
     learning_rate: optax.ScalarOrSchedule = cfg.learning_rate
     if cfg.anneal_lr:
-        horizon = max(num_updates(cfg, spec.num_envs, total_env_steps, cfg.n_step), 1)
+        horizon = num_updates(cfg, spec.num_envs, total_env_steps, cfg.n_step)
         learning_rate = optimizers.linear_to_zero(cfg.learning_rate, horizon)
     tx = optax.chain(
         optimizers.clip_by_global_norm(cfg.max_grad_norm),

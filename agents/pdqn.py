@@ -358,7 +358,7 @@ def make_setup(cfg: PDQNConfig, spec: EnvSpec, total_env_steps: float | None = N
     horizon = None
     if cfg.anneal_lr:
         require(total_env_steps is not None, "agent.anneal_lr=true needs the run's budget")
-        horizon = max(num_updates(cfg, spec.num_envs, total_env_steps), 1)
+        horizon = num_updates(cfg, spec.num_envs, total_env_steps)
 
     def adam(learning_rate: float) -> optax.GradientTransformation:
         schedule = (

@@ -529,7 +529,7 @@ def learning_rate(setup: OnPolicySetup, env_steps: Array) -> Array:
     cfg = setup.cfg
     if not cfg.anneal_lr:
         return jnp.asarray(cfg.learning_rate, jnp.float32)
-    return cfg.learning_rate * jnp.maximum(1.0 - env_steps / setup.total_env_steps, 0.0)
+    return optimizers.linear_to_zero(cfg.learning_rate, setup.total_env_steps)(env_steps)
 
 
 def samples_of(

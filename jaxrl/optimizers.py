@@ -25,8 +25,9 @@ def add_decayed_weights(weight_decay: float | jnp.ndarray) -> optax.GradientTran
     return optax.add_decayed_weights(weight_decay)
 
 
-def linear_to_zero(learning_rate: float | jnp.ndarray, horizon: int) -> optax.Schedule:
-    """`learning_rate` falling linearly to exactly 0 at update `horizon` and staying there
-    (compiled, optax.linear_schedule(1e-4, 0, 13) gives −3.7e-12 at 13, not 0: updates past the
-    horizon would still move the parameters)."""
+def linear_to_zero(learning_rate: float | jnp.ndarray, horizon: float) -> optax.Schedule:
+    """`learning_rate` falling linearly to exactly 0 at step `horizon` (at least 1: a budget
+    that allows no update) and staying there (compiled, optax.linear_schedule(1e-4, 0, 13)
+    gives −3.7e-12 at 13, not 0: updates past the horizon would still move the parameters)."""
+    horizon = max(horizon, 1)
     return lambda count: learning_rate * jnp.maximum(1.0 - count / horizon, 0.0)
