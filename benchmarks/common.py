@@ -157,6 +157,64 @@ def training_table(rows: list[TrainingRow], where: str) -> str:
     return markdown_table(header, cells)
 
 
+def final_eval_key(seed: int, iterations: int) -> Any:
+    """The key of the evaluation after `iterations` train steps of a one-chunk run; mirrors the
+    key use of `jaxrl.loop.Trainer` (`_init`'s third key, one split per train step, then the
+    second half of a split)."""
+    import jax
+
+    from jaxrl.prng import make_key
+
+    key = jax.random.split(make_key(seed), 3)[2]
+    for _ in range(iterations):
+        key = jax.random.split(key)[0]
+    return jax.random.split(key)[1]
+
+
+def rerun_final_evaluation(result: Any, seed: int, games: str) -> tuple[float, str]:
+    """Seconds of a one-seed, one-chunk run's final evaluation, and a note on it: the evaluation
+    is run again on the final parameters with the run's own key (the same games; the returns are
+    checked against the run's), so that a table can give training speed without it. Closes the
+    run's envs."""
+    import jax
+    import numpy as np
+
+    from envs.host import host_errors
+    from jaxrl.rollout import run_episodes
+
+    summary, trainer = result.summary, result.trainer
+    agent_state = jax.tree.map(lambda x: x[0], result.carry.agent_state)
+    evaluate = jax.jit(
+        lambda state, key: run_episodes(
+            trainer.eval_env, lambda obs, k: trainer.agent.act(state, obs, k, True), key
+        )
+    )
+    key = final_eval_key(seed, summary["iterations"])
+    with host_errors():
+        compiled = evaluate.lower(agent_state, key).compile()
+        start = time.perf_counter()
+        episodes = jax.block_until_ready(compiled(agent_state, key))
+        seconds = time.perf_counter() - start
+    trainer.env.close()
+    trainer.eval_env.close()
+    returns = np.asarray(episodes.returns)
+    same = bool(np.isclose(returns.mean(), summary["final_eval_return"]))
+    note = (
+        f"jaxrl's final evaluation ({len(returns)} greedy {games}, lengths "
+        f"{', '.join(str(n) for n in np.asarray(episodes.lengths))} steps, scores "
+        f"{', '.join(f'{r:g}' for r in returns)}) took {seconds:.1f} s when re-run on the final "
+        f"parameters with the run's evaluation key; it is subtracted from the run's "
+        f"{summary['run_seconds']:.1f} s. "
+        + (
+            "The re-run reproduced the run's evaluation return."
+            if same
+            else f"WARNING: the re-run's mean return {returns.mean():g} differs from the run's "
+            f"{summary['final_eval_return']}, so the subtracted time is only an estimate."
+        )
+    )
+    return seconds, note
+
+
 def time_to_target_header(target: float) -> list[str]:
     """Columns of the CartPole ES tables (es_cartpole.py and its evosax reference)."""
     return [

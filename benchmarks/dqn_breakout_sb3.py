@@ -48,6 +48,7 @@ from common import (
     TrainingRow,
     load_note,
     machine,
+    rerun_final_evaluation,
     training_table,
     write_report,
 )
@@ -57,11 +58,8 @@ sys.path.insert(0, str(REPO))
 import jax
 import numpy as np
 
-from envs.host import host_errors
 from jaxrl.cli import compose
 from jaxrl.loop import train
-from jaxrl.prng import make_key
-from jaxrl.rollout import run_episodes
 
 DEFAULT_OUT = RESULTS / "dqn_breakout_sb3.md"
 ENV_ID = "ALE/Breakout-v5"
@@ -134,54 +132,13 @@ def jaxrl_overrides(s: Settings) -> list[str]:
     ]
 
 
-def final_eval_key(seed: int, iterations: int) -> jax.Array:
-    """The key of the evaluation after `iterations` train steps of a one-chunk run; mirrors the
-    key use of `jaxrl.loop.Trainer` (`_init`'s third key, one split per train step, then the
-    second half of a split)."""
-    key = jax.random.split(make_key(seed), 3)[2]
-    for _ in range(iterations):
-        key = jax.random.split(key)[0]
-    return jax.random.split(key)[1]
-
-
 def run_jaxrl(s: Settings) -> tuple[TrainingRow, list[str]]:
     """The jaxrl row (run seconds without the final evaluation) and notes on that evaluation."""
     cfg = compose(jaxrl_overrides(s))
     with tempfile.TemporaryDirectory(prefix="jaxrl-bench-breakout-") as tmp:
         result = train(cfg, Path(tmp))
-    summary, trainer = result.summary, result.trainer
-    agent_state = jax.tree.map(lambda x: x[0], result.carry.agent_state)
-    del result
-
-    evaluate = jax.jit(
-        lambda state, key: run_episodes(
-            trainer.eval_env, lambda obs, k: trainer.agent.act(state, obs, k, True), key
-        )
-    )
-    key = final_eval_key(SEED, summary["iterations"])
-    with host_errors():
-        compiled = evaluate.lower(agent_state, key).compile()
-        t0 = time.perf_counter()
-        episodes = jax.block_until_ready(compiled(agent_state, key))
-        eval_s = time.perf_counter() - t0
-    trainer.env.close()
-    trainer.eval_env.close()
-
-    returns = np.asarray(episodes.returns)
-    same = bool(np.isclose(returns.mean(), summary["final_eval_return"]))
-    notes = [
-        f"jaxrl's final evaluation ({s.eval_episodes} greedy game(s), lengths "
-        f"{', '.join(str(n) for n in np.asarray(episodes.lengths))} steps, scores "
-        f"{', '.join(f'{r:g}' for r in returns)}) took {eval_s:.1f} s when re-run on the final "
-        f"parameters with the run's evaluation key; it is subtracted from the run's "
-        f"{summary['run_seconds']:.1f} s. "
-        + (
-            "The re-run reproduced the run's evaluation return."
-            if same
-            else f"WARNING: the re-run's mean return {returns.mean():g} differs from the run's "
-            f"{summary['final_eval_return']}, so the subtracted time is only an estimate."
-        )
-    ]
+    eval_s, note = rerun_final_evaluation(result, SEED, "game(s)")
+    summary = result.summary
     row = TrainingRow(
         f"jaxrl DQN, jax {jax.__version__} {jax.default_backend()}",
         summary["env_steps"],
@@ -189,7 +146,7 @@ def run_jaxrl(s: Settings) -> tuple[TrainingRow, list[str]]:
         summary["run_seconds"] - eval_s,
         summary["final_eval_return"],
     )
-    return row, notes
+    return row, [note]
 
 
 def run_sb3(s: Settings) -> tuple[TrainingRow, list[str]] | None:

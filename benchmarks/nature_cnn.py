@@ -1,11 +1,8 @@
 """Where an Atari PPO update's time goes: each Nature CNN layer's forward pass, kernel gradient
-(dW) and input gradient (dX) on one minibatch, in the form the agents use (`networks.conv_valid`,
-explicit gradients) and in two matmul forms tried as replacements:
-
-* space-to-depth: a k×k stride-s convolution (k divisible by s) as a (k/s)×(k/s) stride-1
-  convolution of the input with s×s blocks folded into channels (exact);
-* shifted slices: the same, with the stride-1 convolution written as one matmul of the
-  concatenated shifted slices (im2col without a patches convolution).
+(dW) and input gradient (dX) on one minibatch in each form of `jaxrl.conv_forms` (`conv`: the
+convolution with explicit gradients; `space_to_depth`: stride-s blocks folded into channels and a
+stride-1 convolution; `shifted_sums`: that stride-1 convolution as one matrix product per kernel
+offset), and the plan `conv_forms.plan_for` chooses on this machine for the same shapes.
 
 One PPO iteration of the `atari` preset (8 envs × 128 steps, 4 minibatches × 4 epochs) runs 16
 minibatch steps of 256 frames through the shared torso, each a forward pass, dW of every layer and
@@ -17,6 +14,7 @@ dX of every layer but the first:
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import time
 from collections.abc import Callable
@@ -27,7 +25,8 @@ import jax.numpy as jnp
 import numpy as np
 from common import RESULTS, load_note, machine, markdown_table, write_report
 
-from jaxrl.networks import conv_valid
+from jaxrl import conv_forms
+from jaxrl.cli import enable_compilation_cache
 
 # (input [H, W, C], kernel [k, k, C, O], stride) of the Nature CNN's three convolutions.
 LAYERS = (
@@ -37,37 +36,9 @@ LAYERS = (
 )
 
 
-def folded(x: jax.Array, w: jax.Array, s: int) -> tuple[jax.Array, jax.Array]:
-    """Input and kernel with s×s blocks folded into channels: a stride-1 convolution of them is
-    the stride-s one (the rows the stride never reaches are cropped)."""
-    b, h, width, c = x.shape
-    k, o = w.shape[0], w.shape[-1]
-    if s == 1:
-        return x, w
-    kk = k // s
-    oh, ow = (h - k) // s + 1, (width - k) // s + 1
-    hh, ww = s * (oh + kk - 1), s * (ow + kk - 1)
-    x = x[:, :hh, :ww].reshape(b, hh // s, s, ww // s, s, c).transpose(0, 1, 3, 2, 4, 5)
-    w = w.reshape(kk, s, kk, s, c, o).transpose(0, 2, 1, 3, 4, 5)
-    return x.reshape(b, hh // s, ww // s, s * s * c), w.reshape(kk, kk, s * s * c, o)
-
-
-def space_to_depth(x: jax.Array, w: jax.Array, s: int) -> jax.Array:
-    return conv_valid(*folded(x, w, s), (1, 1))
-
-
-def shifted_slices(x: jax.Array, w: jax.Array, s: int) -> jax.Array:
-    x, w = folded(x, w, s)
-    k, c, o = w.shape[0], w.shape[2], w.shape[3]
-    oh, ow = x.shape[1] - k + 1, x.shape[2] - k + 1
-    cols = jnp.concatenate([x[:, i : i + oh, j : j + ow] for i in range(k) for j in range(k)], -1)
-    return (cols.reshape(-1, k * k * c) @ w.reshape(k * k * c, o)).reshape(x.shape[0], oh, ow, o)
-
-
 FORMS: dict[str, Callable[[jax.Array, jax.Array, int], jax.Array]] = {
-    "conv_valid (used)": lambda x, w, s: conv_valid(x, w, (s, s)),
-    "space-to-depth": space_to_depth,
-    "shifted slices": shifted_slices,
+    name: functools.partial(lambda x, w, s, form: form(x, w, (s, s)), form=form)
+    for name, form in conv_forms.FORMS.items()
 }
 
 
@@ -111,24 +82,29 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--out", default=str(RESULTS / "nature_cnn.md"))
     args = parser.parse_args()
+    enable_compilation_cache()  # the plans the runs on this machine read
     before = os.getloadavg()[0]
     rng = np.random.default_rng(0)
     rows = []
-    for x_shape, w_shape, stride in LAYERS:
+    for layer, (x_shape, w_shape, stride) in enumerate(LAYERS):
         x = jnp.asarray(rng.standard_normal((args.batch, *x_shape)), jnp.float32)
         w = jnp.asarray(rng.standard_normal(w_shape) * 0.05, jnp.float32)
-        reference = FORMS["conv_valid (used)"](x, w, stride)
+        reference = FORMS["conv"](x, w, stride)
         dy = jnp.ones_like(reference)
+        plan = conv_forms.plan_for(x.shape, w.shape, (stride, stride), x.dtype, layer > 0)
         for name, form in FORMS.items():
+            if name not in conv_forms.candidate_forms(w_shape, (stride, stride)):
+                continue
             error = float(jnp.abs(form(x, w, stride) - reference).max())
             times = layer_times(form, stride, (x, w, dy), args.repeats)
             print(w_shape, name, [f"{t:.1f}" for t in times], flush=True)
             rows.append(
                 [f"{w_shape[0]}×{w_shape[1]}/{stride}, {x_shape[2]} → {w_shape[3]}", name]
+                + [", ".join(part for part, chosen in plan._asdict().items() if chosen == name)]
                 + [f"{t:,.1f}" for t in times]
                 + [f"{error:.1e}"]
             )
-    header = ["layer", "form", "forward ms", "dW ms", "dX ms", "max |Δ| vs conv_valid"]
+    header = ["layer", "form", "chosen for", "forward ms", "dW ms", "dX ms", "max |Δ| vs conv"]
     text = "\n\n".join(
         [
             "# Nature CNN layers: forward and gradients per minibatch",

@@ -464,8 +464,9 @@ def enable_compilation_cache() -> None:
     """Persistent XLA cache: a second run of the same config skips most of its compile time."""
     import jax
 
-    cache_dir = os.environ.get("JAXRL_CACHE_DIR", str(Path.home() / ".cache" / "jaxrl" / "xla"))
-    jax.config.update("jax_compilation_cache_dir", cache_dir)
+    from jaxrl.conv_forms import default_cache_dir
+
+    jax.config.update("jax_compilation_cache_dir", str(default_cache_dir()))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
 

@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrl import speedups
+from jaxrl import conv_forms, speedups
 from jaxrl.config import ConfigError
 from jaxrl.datatypes import Array, Box, Discrete, Space
 from jaxrl.distributions import Categorical, DiagGaussian, Distribution, TanhGaussian
@@ -186,63 +186,17 @@ class MLPTorso(nn.Module):
         return x
 
 
-_NHWC = ("NHWC", "HWIO", "NHWC")
-
-
-@functools.partial(jax.custom_vjp, nondiff_argnums=(2,))
-def conv_valid(x: Array, w: Array, strides: tuple[int, int]) -> Array:
-    """A VALID NHWC/HWIO convolution whose gradients are written as plain forward convolutions.
-
-    Why: XLA's CPU backend leaves the kernel-gradient convolution JAX derives in a non-canonical
-    form inside loop bodies (`scan`, `while`), where it runs on a slow generic path, an order of
-    magnitude slower than at the top level (benchmarks/results/design_notes.md). Every
-    update of our agents runs inside a scan, so the gradient is given explicitly: the kernel
-    gradient is the convolution of the input (channels as the batch) with the output gradient
-    (dilated by the strides), the input gradient the strided-transpose convolution with the
-    flipped kernel. Exact to float rounding; also faster at the top level.
-    """
-    return jax.lax.conv_general_dilated(x, w, strides, "VALID", dimension_numbers=_NHWC)
-
-
-def _conv_valid_fwd(x: Array, w: Array, strides: tuple[int, int]):
-    return conv_valid(x, w, strides), (x, w)
-
-
-def _conv_valid_bwd(strides: tuple[int, int], residuals: tuple[Array, Array], dy: Array):
-    x, w = residuals
-    kh, kw = w.shape[:2]
-    # dW[p, q, i, o] = Σ_{b,y,x} X[b, s·y + p, s·x + q, i] · dY[b, y, x, o]
-    dw = jax.lax.conv_general_dilated(
-        jnp.transpose(x, (3, 1, 2, 0)),  # [i, H, W, b]: input channels as the batch
-        jnp.transpose(dy, (1, 2, 0, 3)),  # [y, x, b, o]: the output gradient as the kernel
-        (1, 1),
-        "VALID",
-        rhs_dilation=strides,
-        dimension_numbers=_NHWC,
-    )
-    dw = jnp.transpose(dw[:, :kh, :kw, :], (1, 2, 0, 3))
-    # dX: dY dilated by the strides, padded by k − 1 (plus the rows the strides never reached),
-    # convolved with the flipped kernel, its in/out channels swapped.
-    pads = [
-        (k - 1, k - 1 + size - ((n - 1) * s + k))
-        for k, s, size, n in zip((kh, kw), strides, x.shape[1:3], dy.shape[1:3], strict=True)
-    ]
-    flipped = jnp.transpose(jnp.flip(w, (0, 1)), (0, 1, 3, 2))
-    dx = jax.lax.conv_general_dilated(
-        dy, flipped, (1, 1), pads, lhs_dilation=strides, dimension_numbers=_NHWC
-    )
-    return dx, dw
-
-
-conv_valid.defvjp(_conv_valid_fwd, _conv_valid_bwd)
-
-
-def _flax_conv_valid(lhs: Array, rhs: Array, window_strides, padding, **options) -> Array:
-    """`conv_valid` with the signature `nn.Conv` calls (VALID, NHWC, no dilation or groups);
-    `lax.conv_general_dilated` itself with the speed-ups off (`jaxrl.speedups`)."""
+def _flax_conv(
+    lhs: Array, rhs: Array, window_strides, padding, *, input_grad: bool = True, **options
+) -> Array:
+    """The convolution `nn.Conv` calls (VALID, NHWC, no dilation or groups), each part in the
+    form measured fastest on this CPU (`conv_forms.plan_for`); `lax.conv_general_dilated` itself
+    with the speed-ups off (`jaxrl.speedups`)."""
     if not speedups.enabled():
         return jax.lax.conv_general_dilated(lhs, rhs, window_strides, padding, **options)
-    return conv_valid(lhs, rhs, tuple(window_strides))
+    strides = tuple(window_strides)
+    plan = conv_forms.plan_for(lhs.shape, rhs.shape, strides, lhs.dtype, input_grad)
+    return conv_forms.planned_conv(lhs, rhs, strides, plan)
 
 
 class NatureCNN(nn.Module):
@@ -252,14 +206,15 @@ class NatureCNN(nn.Module):
     @nn.compact
     def __call__(self, x: Array) -> Array:
         x = x.astype(jnp.float32) / 255.0
-        for features, kernel, stride in ((32, 8, 4), (64, 4, 2), (64, 3, 1)):
+        for layer, (features, kernel, stride) in enumerate(((32, 8, 4), (64, 4, 2), (64, 3, 1))):
             conv = nn.Conv(
                 features,
                 (kernel, kernel),
                 (stride, stride),
                 "VALID",
                 kernel_init=HIDDEN_ORTHOGONAL,
-                conv_general_dilated=_flax_conv_valid,
+                # The frames are data: the first layer's input gradient is never computed.
+                conv_general_dilated=functools.partial(_flax_conv, input_grad=layer > 0),
             )
             x = jax.nn.relu(conv(x))
         x = x.reshape((*x.shape[:-3], -1))

@@ -8,7 +8,8 @@ optimiser state rules out.
 
 * `networks.Dense`: the weight gradient as a plain matmul of a materialised xᵀ (CPU only; other
   platforms keep autodiff's form either way);
-* `networks.NatureCNN`'s convolutions: explicit gradients (`networks.conv_valid`);
+* `networks.NatureCNN`'s convolutions: explicit gradients, and on CPU each part (forward pass,
+  kernel and input gradients) in the form measured fastest on this machine (`jaxrl.conv_forms`);
 * `jaxrl.onpolicy`: the optimiser over one flat parameter vector instead of the parameter tree.
 
 Read when a program is traced, so it takes effect for programs traced after it is set.

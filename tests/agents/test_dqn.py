@@ -32,7 +32,7 @@ from jaxrl.cli import compose
 from jaxrl.config import ConfigError, EnvConfig
 from jaxrl.datatypes import Box, Discrete, EnvSpec, Transition
 from jaxrl.env import random_actions
-from jaxrl.networks import MLPTorso, conv_valid
+from jaxrl.networks import MLPTorso
 from jaxrl.offpolicy import epsilon, num_updates
 from jaxrl.prng import make_key
 
@@ -513,27 +513,6 @@ def test_frame_storage_needs_stacked_images(storage: str):
     env = envs.make(EnvConfig("CartPole-v1"), num_envs=1)
     with pytest.raises(ConfigError, match=f"frame_storage={storage} needs frame-stacked image"):
         make_dqn(DQNConfig(frame_storage=storage), env, total_env_steps=1e4)
-
-
-@pytest.mark.parametrize(
-    ("size", "kernel", "stride"), [(84, 8, 4), (20, 4, 2), (9, 3, 1), (23, 4, 3)]
-)
-def test_nature_cnn_conv_gradients_match_xla(size: int, kernel: int, stride: int):
-    """`jaxrl.networks.conv_valid` (explicit gradients, fast inside scans on CPU) against JAX's
-    own derivative of the same convolution, including sizes the stride does not divide."""
-    x = jax.random.normal(jax.random.key(0), (3, size, size + 1, 5))
-    w = jax.random.normal(jax.random.key(1), (kernel, kernel, 5, 6))
-    dn = ("NHWC", "HWIO", "NHWC")
-    strides = (stride, stride)
-    reference = lambda x, w: jax.lax.conv_general_dilated(
-        x, w, strides, "VALID", dimension_numbers=dn
-    )
-    loss = lambda conv: lambda x, w: jnp.sum(jnp.sin(conv(x, w)))
-    np.testing.assert_array_equal(conv_valid(x, w, strides), reference(x, w))
-    ours = jax.grad(loss(lambda x, w: conv_valid(x, w, strides)), (0, 1))(x, w)
-    xla = jax.grad(loss(reference), (0, 1))(x, w)
-    for a, b in zip(ours, xla, strict=True):
-        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4 * float(jnp.abs(b).max()))
 
 
 def test_pixel_cartpole_frames_shift_as_the_compact_layout_needs():
