@@ -40,21 +40,10 @@ from common import (
     write_report,
 )
 
+from jaxrl.presets import DDPG_ERL_LEARNER
+
 ENV = "gym/HalfCheetah-v5"
-DDPG_LIKE_ERL = [  # ERLConfig's learner settings, set on agent=ddpg
-    "agent.hidden_sizes=[128,128]",
-    "agent.activation=tanh",
-    "agent.layer_norm=true",
-    "agent.actor_lr=5e-5",
-    "agent.critic_lr=5e-4",
-    "agent.tau=0.001",
-    "agent.batch_size=128",
-    "agent.buffer_size=1000000",
-    "agent.gamma=0.99",
-    "agent.exploration_noise=0.1",
-    "agent.learning_starts=640",
-]
-ROWS = {"erl": ["agent=erl"], "ddpg": ["agent=ddpg", *DDPG_LIKE_ERL]}
+ROWS = {"erl": ["agent=erl"], "ddpg": ["agent=ddpg", *DDPG_ERL_LEARNER]}
 LABELS = {"erl": "ERL (population 10 + DDPG)", "ddpg": "DDPG alone, ERL's learner settings"}
 QUIET = ["log.tensorboard=false", "log.progress=false"]
 

@@ -105,6 +105,21 @@ ERL_PENDULUM = (
     "agent.updates_per_step=0.5",
     "agent.buffer_size=100000",
 )
+# ERL's DDPG learner (Khadka & Tumer 2018's settings, the ERL agent's defaults) set on
+# agent=ddpg: what benchmarks/erl_mujoco.py runs beside ERL.
+DDPG_ERL_LEARNER = (
+    "agent.hidden_sizes=[128,128]",
+    "agent.activation=tanh",
+    "agent.layer_norm=true",
+    "agent.actor_lr=5e-5",
+    "agent.critic_lr=5e-4",
+    "agent.tau=0.001",
+    "agent.batch_size=128",
+    "agent.buffer_size=1000000",
+    "agent.gamma=0.99",
+    "agent.exploration_noise=0.1",
+    "agent.learning_starts=640",
+)
 # MP-DQN's Goal settings (github.com/cycraig/MP-DQN, eec13eb, run_goal_pdqn.py): γ 0.95, replay
 # 20,000, learning from 128 transitions, one hidden layer of 256, Adam 1e-5 for x(s), rewards
 # / 50, gradient norms clipped at 1, its hand-made parameter policy as x(s)'s prior.
@@ -226,6 +241,24 @@ PRESETS: tuple[Preset, ...] = (
         "RL Baselines3 Zoo's MuJoCo budget with its SAC settings (the agents' defaults); at 300k "
         "env steps SAC 6,977 on HalfCheetah-v5 (3 seeds) and 2,187 on Hopper-v5 (3), TD3 1,767 on "
         "Hopper-v5 (4) (benchmarks/results/offpolicy_mujoco.md)",
+    ),
+    *_preset(
+        "mujoco",
+        ("ddpg",),
+        MUJOCO,
+        ("budget.env_steps=1000000", *DDPG_ERL_LEARNER),
+        "ERL's DDPG learner settings (the ERL paper's) at RL Baselines3 Zoo's MuJoCo budget; "
+        "mean 3,772 over 3 seeds on HalfCheetah-v5 at 154k env steps "
+        "(benchmarks/results/erl_mujoco.md)",
+    ),
+    *_preset(
+        "mujoco",
+        ("erl",),
+        MUJOCO,
+        ("budget.env_steps=1000000",),
+        "the ERL paper's settings (the agent's defaults) at RL Baselines3 Zoo's MuJoCo budget; "
+        "mean 2,778 over 3 seeds on HalfCheetah-v5 at 154k env steps, below its DDPG learner "
+        "alone (3,772; benchmarks/results/erl_mujoco.md)",
     ),
     *_preset(
         "pendulum",

@@ -41,6 +41,9 @@ def test_auto_picks_the_preset_of_the_agent_and_env() -> None:
     assert label("sac", "gym/HalfCheetah-v5") == "sac/mujoco"
     assert label("td3", "gym/Walker2d-v4") == "td3/mujoco"
     assert label("td3", "gym/HalfCheetah-v5") == "td3/halfcheetah"  # before the family's
+    assert label("ddpg", "gym/Hopper-v5") == "ddpg/mujoco"
+    assert label("erl", "gym/HalfCheetah-v5") == "erl/mujoco"
+    assert label("erl", "Pendulum-v1") == "erl/pendulum"
     assert label("sac", "gym/Humanoid-v5") is None
     assert label("es", "bullet/RaceCar-v0") == "es/racecar"
     assert label("dqn", "CartPole-v1", presets.NONE) is None
