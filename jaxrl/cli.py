@@ -464,7 +464,7 @@ def enable_compilation_cache() -> None:
     """Persistent XLA cache: a second run of the same config skips most of its compile time."""
     import jax
 
-    from jaxrl.conv_forms import default_cache_dir
+    from jaxrl.autotune import default_cache_dir
 
     jax.config.update("jax_compilation_cache_dir", str(default_cache_dir()))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)

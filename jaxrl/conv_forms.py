@@ -3,36 +3,24 @@ of its three parts: the forward pass, the kernel gradient (dW) and the input gra
 
 Why: on XLA:CPU the same convolution costs several times more in one form than in another, and
 the fastest form depends on the layer's shape, on the part and on the CPU
-(benchmarks/results/nature_cnn.md). As cuDNN autotunes on GPUs, each part's form is chosen by
-timing the candidates once per CPU model, shape and jax version; the choice is kept on disk beside
-the XLA compilation cache, so every later run on the machine traces the same program (the forms
-agree to float rounding, not bit for bit). Other backends, and runs over several processes (whose
-programs must agree), use the `conv` form without timing.
+(benchmarks/results/nature_cnn.md). Each part's form is chosen by timing the candidates once per
+machine and shape (`jaxrl.autotune`); other backends and multi-process runs use `conv`.
 """
 
 from __future__ import annotations
 
 import functools
-import json
-import os
-import platform
-import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxrl import autotune
 from jaxrl.datatypes import Array
 
 _NHWC = ("NHWC", "HWIO", "NHWC")
-# A form other than `conv` is taken only when it is at least this much faster, so that timing
-# noise between equally fast forms does not decide.
-MARGIN = 0.85
-TIMING_REPEATS = 3
-PLANS_FILE = "jaxrl_conv_plans.json"  # no XLA cache suffix: its eviction leaves it alone
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(2,))
@@ -164,44 +152,18 @@ def candidate_forms(kernel_shape: tuple[int, ...], strides: tuple[int, int]) -> 
     return tuple(FORMS)
 
 
-def choose(seconds: dict[str, float]) -> str:
-    """The fastest form, if it beats `conv` by the margin; `conv` otherwise."""
-    fastest = min(seconds, key=seconds.__getitem__)
-    return fastest if seconds[fastest] <= MARGIN * seconds["conv"] else "conv"
-
-
 def _part(form: str, part: str, strides: tuple[int, int]) -> Callable[[Array, Array, Array], Array]:
-    """One part of one form as a function of (x, w, dy), repeated in a two-step scan as agents
-    run it (inside their update scans); each step perturbs an input by the previous result so
-    that XLA cannot hoist the work out of the loop."""
+    """One part of one form as a function of (x, w, dy)."""
     fn = FORMS[form]
 
-    def once(x: Array, w: Array, dy: Array) -> Array:
+    def run(x: Array, w: Array, dy: Array) -> Array:
         if part == "forward":
             return fn(x, w, strides)
         if part == "kernel_grad":
             return jax.vjp(lambda w: fn(x, w, strides), w)[1](dy)[0]
         return jax.vjp(lambda x: fn(x, w, strides), x)[1](dy)[0]
 
-    def looped(x: Array, w: Array, dy: Array) -> Array:
-        def step(carry: Array, _) -> tuple[Array, None]:
-            out = once(x, w, dy + carry) if part == "input_grad" else once(x + carry, w, dy)
-            return out.reshape(-1)[0] * 1e-30, None
-
-        return jax.lax.scan(step, jnp.zeros((), x.dtype), None, length=2)[0]
-
-    return looped
-
-
-def _seconds(fn: Callable, args: tuple[np.ndarray, ...]) -> float:
-    compiled = jax.jit(fn).lower(*args).compile()
-    jax.block_until_ready(compiled(*args))
-    best = float("inf")
-    for _ in range(TIMING_REPEATS):
-        start = time.perf_counter()
-        jax.block_until_ready(compiled(*args))
-        best = min(best, time.perf_counter() - start)
-    return best
+    return run
 
 
 def measure_plan(
@@ -211,8 +173,8 @@ def measure_plan(
     dtype: np.dtype,
     input_grad: bool,
 ) -> ConvPlan:
-    """Time every candidate form of each part on random inputs of these shapes and choose.
-    Inputs are NumPy arrays, so this runs (eagerly) even while a caller is being traced."""
+    """Time every candidate form of each part on random inputs of these shapes, in a two-step
+    scan (a step is milliseconds at these sizes), and choose."""
     forms = candidate_forms(w_shape, strides)
     rng = np.random.default_rng(0)
     x = rng.standard_normal(x_shape).astype(dtype)
@@ -220,60 +182,15 @@ def measure_plan(
     out_shape = jax.eval_shape(lambda x, w: conv_valid(x, w, strides), x, w).shape
     dy = rng.standard_normal(out_shape).astype(dtype)
     parts = ("forward", "kernel_grad") + (("input_grad",) if input_grad else ())
-    chosen = {
-        part: choose({form: _seconds(_part(form, part, strides), (x, w, dy)) for form in forms})
-        for part in parts
-    }
+    chosen = {}
+    for part in parts:
+        perturbed = 2 if part == "input_grad" else 0  # an input the part reads
+        seconds = {
+            form: autotune.seconds_per_step(_part(form, part, strides), (x, w, dy), perturbed, 2)
+            for form in forms
+        }
+        chosen[part] = autotune.choose(seconds, "conv")
     return ConvPlan(**chosen)
-
-
-def machine_key() -> str:
-    """What decides the timings: the CPU model, its thread count, the compiler and its flags."""
-    model = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.partition(":")[2].strip()
-                break
-    except OSError:
-        pass
-    flags = os.environ.get("XLA_FLAGS", "").strip()
-    return f"{model}, {os.cpu_count()} threads, jax {jax.__version__}" + (
-        f", XLA_FLAGS {flags}" if flags else ""
-    )
-
-
-def default_cache_dir() -> Path:
-    """The CLI's XLA compilation cache: `$JAXRL_CACHE_DIR`, else ~/.cache/jaxrl/xla."""
-    return Path(os.environ.get("JAXRL_CACHE_DIR", Path.home() / ".cache" / "jaxrl" / "xla"))
-
-
-def plans_path() -> Path:
-    """In the XLA compilation cache in use, else in the CLI's (notebooks that set none measure
-    once too)."""
-    return Path(jax.config.jax_compilation_cache_dir or default_cache_dir()) / PLANS_FILE
-
-
-def _read_plans(path: Path) -> dict[str, dict[str, str]]:
-    if not path.exists():
-        return {}
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):  # a damaged file is measured again and rewritten
-        return {}
-
-
-def _write_plan(path: Path, key: str, plan: ConvPlan) -> None:
-    """Merge into the file and replace it atomically: concurrent runs never see half a file."""
-    plans = _read_plans(path)
-    plans[key] = plan._asdict()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(plans, indent=1, sort_keys=True))
-    os.replace(tmp, path)
-
-
-_memory: dict[str, ConvPlan] = {}
 
 
 def plan_for(
@@ -283,22 +200,19 @@ def plan_for(
     dtype: np.dtype,
     input_grad: bool = True,
 ) -> ConvPlan:
-    """This machine's plan for a convolution of these shapes: remembered, read from disk, or
-    measured and stored. `input_grad=False` for a first layer, whose input gradient is never
-    computed, skips timing it."""
+    """This machine's plan for a convolution of these shapes (`jaxrl.autotune`).
+    `input_grad=False` for a first layer, whose input gradient is never computed, skips timing
+    it."""
     forms = candidate_forms(w_shape, strides)
-    if len(forms) == 1 or jax.default_backend() != "cpu" or jax.process_count() > 1:
+    if len(forms) == 1 or not autotune.available():
         return ConvPlan()
-    key = (
-        f"{machine_key()} | x {list(x_shape)} | w {list(w_shape)} | strides {list(strides)} | "
+    what = (
+        f"conv | x {list(x_shape)} | w {list(w_shape)} | strides {list(strides)} | "
         f"{np.dtype(dtype).name}{'' if input_grad else ' | no input gradient'}"
     )
-    if key not in _memory:
-        path = plans_path()
-        stored = _read_plans(path).get(key)
-        if stored is not None and set(stored.values()) <= set(forms):
-            _memory[key] = ConvPlan(**stored)
-        else:
-            _memory[key] = measure_plan(x_shape, w_shape, strides, np.dtype(dtype), input_grad)
-            _write_plan(path, key, _memory[key])
-    return _memory[key]
+    chosen = autotune.plan(
+        what,
+        lambda stored: set(stored) <= set(ConvPlan._fields) and set(stored.values()) <= set(forms),
+        lambda: measure_plan(x_shape, w_shape, strides, dtype, input_grad)._asdict(),
+    )
+    return ConvPlan(**chosen)

@@ -5,7 +5,7 @@ torsos, shared or separate) whose outputs `ActionHead` turns into action distrib
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import flax.linen as nn
@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrl import conv_forms, speedups
+from jaxrl import autotune, conv_forms, speedups
 from jaxrl.config import ConfigError
 from jaxrl.datatypes import Array, Box, Discrete, Space
 from jaxrl.distributions import Categorical, DiagGaussian, Distribution, TanhGaussian
@@ -44,16 +44,50 @@ def activation(name: str):
     return ACTIVATIONS[name]
 
 
+# The weight gradient xᵀ·g of a [batch, in] @ [in, out] product: autodiff's form contracts the
+# batch axis of both operands (XLA:CPU runs it on Eigen); `transposed` materialises xᵀ behind an
+# optimisation barrier (else XLA folds the transpose back into the dot) and multiplies plainly
+# (YNNPACK). Which is faster depends on the shape and the CPU (design_notes.md).
+WEIGHT_GRAD_FORMS: dict[str, Callable[[Array, Array], Array]] = {
+    "plain": lambda x, g: x.T @ g,
+    "transposed": lambda x, g: jax.lax.optimization_barrier(x.T) @ g,
+}
+# Multiply-adds a timing of one weight-gradient form aims at: small products are repeated in a
+# longer scan, so that dispatch overhead does not decide.
+_TIMED_MACS = 2.5e8
+
+
+def weight_grad_form(x_shape: tuple[int, ...], g_shape: tuple[int, ...], dtype: np.dtype) -> str:
+    """The form of WEIGHT_GRAD_FORMS this machine runs fastest for these shapes
+    (`jaxrl.autotune`); `plain` where forms are not timed."""
+    if not autotune.available():
+        return "plain"
+
+    def measure() -> dict[str, str]:
+        rng = np.random.default_rng(0)
+        x = rng.standard_normal(x_shape).astype(dtype)
+        g = rng.standard_normal(g_shape).astype(dtype)
+        length = int(np.clip(_TIMED_MACS / (x_shape[0] * x_shape[1] * g_shape[1]), 2, 2000))
+        seconds = {
+            form: autotune.seconds_per_step(fn, (x, g), 0, length)
+            for form, fn in WEIGHT_GRAD_FORMS.items()
+        }
+        return {"weight_grad": autotune.choose(seconds, "plain")}
+
+    name = np.dtype(dtype).name
+    what = f"matmul weight gradient | x {list(x_shape)} | g {list(g_shape)} | {name}"
+
+    def valid(stored: dict[str, str]) -> bool:
+        return set(stored) == {"weight_grad"} and stored["weight_grad"] in WEIGHT_GRAD_FORMS
+
+    return autotune.plan(what, valid, measure)["weight_grad"]
+
+
 @jax.custom_vjp
 def batch_matmul(x: Array, w: Array) -> Array:
-    """x [batch, in] @ w [in, out], with the weight gradient written so XLA:CPU runs it fast.
-
-    Why: autodiff's weight gradient xᵀ·g contracts the batch axis of both operands. XLA:CPU
-    runs that form on Eigen, not on the YNNPACK matmul it uses for the forward pass, at about
-    twice the time inside update loops. Here xᵀ is materialised behind an optimisation barrier
-    (else XLA folds the transpose back into the dot) and multiplied plainly (measurements:
-    benchmarks/results/design_notes.md). Other platforms keep the plain form. Exact to float
-    rounding.
+    """x [batch, in] @ w [in, out], its weight gradient in the form this machine runs fastest
+    (`weight_grad_form`, chosen when the gradient is traced). Other platforms keep the plain
+    form. Exact to float rounding.
     """
     return x @ w
 
@@ -64,12 +98,8 @@ def _batch_matmul_fwd(x: Array, w: Array):
 
 def _batch_matmul_bwd(residuals: tuple[Array, Array], g: Array):
     x, w = residuals
-    dw = jax.lax.platform_dependent(
-        x,
-        g,
-        cpu=lambda x, g: jax.lax.optimization_barrier(x.T) @ g,
-        default=lambda x, g: x.T @ g,
-    )
+    chosen = WEIGHT_GRAD_FORMS[weight_grad_form(x.shape, g.shape, x.dtype)]
+    dw = jax.lax.platform_dependent(x, g, cpu=chosen, default=WEIGHT_GRAD_FORMS["plain"])
     return g @ w.T, dw
 
 

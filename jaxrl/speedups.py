@@ -6,8 +6,9 @@ Each replaces a standard JAX/flax/optax form by an equivalent one that ran faste
 debug, or to use per-layer optax transforms (masks, per-module learning rates) that the flat
 optimiser state rules out.
 
-* `networks.Dense`: the weight gradient as a plain matmul of a materialised xᵀ (CPU only; other
-  platforms keep autodiff's form either way);
+* `networks.Dense`: the weight gradient in the form timed faster on this machine, autodiff's or
+  a plain matmul of a materialised xᵀ (`jaxrl.autotune`; CPU only, other platforms keep
+  autodiff's form either way);
 * `networks.NatureCNN`'s convolutions: explicit gradients, and on CPU each part (forward pass,
   kernel and input gradients) in the form measured fastest on this machine (`jaxrl.conv_forms`);
 * `jaxrl.onpolicy`: the optimiser over one flat parameter vector instead of the parameter tree.

@@ -39,6 +39,16 @@ if jax.default_backend() != "cpu":
     jax.config.update("jax_default_matmul_precision", "highest")
 
 
+@pytest.fixture
+def xla_cache_dir(tmp_path: Path) -> Iterator[Path]:
+    """An empty XLA compilation cache directory for one test (where `jaxrl.autotune` keeps its
+    plans); the suite's own cache again afterwards."""
+    before = jax.config.jax_compilation_cache_dir
+    jax.config.update("jax_compilation_cache_dir", str(tmp_path))
+    yield tmp_path
+    jax.config.update("jax_compilation_cache_dir", before)
+
+
 @pytest.fixture(scope="session")
 def pendulum_sac_expert(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """The imitation tests' expert (learning.PENDULUM_SAC_EXPERT), which is also test_sac's

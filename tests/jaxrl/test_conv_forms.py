@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import itertools
 import json
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrl import conv_forms
-from jaxrl.conv_forms import ConvPlan, candidate_forms, choose, plan_for, planned_conv
+from jaxrl import autotune, conv_forms
+from jaxrl.conv_forms import ConvPlan, candidate_forms, plan_for, planned_conv
 
 DN = ("NHWC", "HWIO", "NHWC")
 
@@ -78,14 +77,6 @@ def test_candidate_forms_need_equal_strides_that_divide_a_square_kernel():
     assert candidate_forms((4, 2, 1, 1), (2, 2)) == ("conv",)
 
 
-def test_another_form_is_chosen_only_when_it_beats_conv_by_the_margin():
-    assert conv_forms.MARGIN == 0.85
-    assert choose({"conv": 1.0, "space_to_depth": 0.9, "shifted_sums": 0.86}) == "conv"
-    assert choose({"conv": 1.0, "space_to_depth": 0.85, "shifted_sums": 0.9}) == "space_to_depth"
-    assert choose({"conv": 1.0, "space_to_depth": 0.5, "shifted_sums": 0.4}) == "shifted_sums"
-    assert choose({"conv": 0.2, "space_to_depth": 0.5, "shifted_sums": 0.4}) == "conv"
-
-
 def test_measure_plan_times_each_candidate_of_each_part(monkeypatch):
     """Each part gets its fastest form; a first layer's input gradient is not timed at all."""
     seconds = {
@@ -100,8 +91,14 @@ def test_measure_plan_times_each_candidate_of_each_part(monkeypatch):
         ("shifted_sums", "input_grad"): 0.5,
     }
     timed: list[tuple[str, str]] = []
+
+    def fake_seconds(step, args, perturbed, length):
+        assert perturbed == (2 if step[1] == "input_grad" else 0)  # dX never reads x
+        timed.append(step)
+        return seconds[step]
+
     monkeypatch.setattr(conv_forms, "_part", lambda form, part, strides: (form, part))
-    monkeypatch.setattr(conv_forms, "_seconds", lambda fn, args: timed.append(fn) or seconds[fn])
+    monkeypatch.setattr(autotune, "seconds_per_step", fake_seconds)
     shapes = ((2, 20, 20, 3), (4, 4, 3, 5), (2, 2), np.float32)
     plan = conv_forms.measure_plan(*shapes, input_grad=True)
     assert plan == ConvPlan("conv", "shifted_sums", "space_to_depth")
@@ -113,18 +110,9 @@ def test_measure_plan_times_each_candidate_of_each_part(monkeypatch):
     assert {part for _, part in timed} == {"forward", "kernel_grad"}
 
 
-@pytest.fixture
-def xla_cache_dir(tmp_path):
-    before = jax.config.jax_compilation_cache_dir
-    jax.config.update("jax_compilation_cache_dir", str(tmp_path))
-    yield tmp_path
-    jax.config.update("jax_compilation_cache_dir", before)
-
-
-def test_plan_is_measured_once_per_machine_and_kept_beside_the_xla_cache(
+def test_plan_for_keeps_one_plan_per_shape_and_refuses_forms_that_do_not_apply(
     monkeypatch, xla_cache_dir
 ):
-    tmp_path = xla_cache_dir
     measured: list[tuple] = []
 
     def fake_measure(x_shape, w_shape, strides, dtype, input_grad):
@@ -132,33 +120,23 @@ def test_plan_is_measured_once_per_machine_and_kept_beside_the_xla_cache(
         return ConvPlan("shifted_sums", "shifted_sums", "space_to_depth")
 
     monkeypatch.setattr(conv_forms, "measure_plan", fake_measure)
-    monkeypatch.setattr(conv_forms, "_memory", {})
+    monkeypatch.setattr(autotune, "_memory", {})
     args = ((32, 84, 84, 4), (8, 8, 4, 32), (4, 4), np.float32)
     plan = plan_for(*args, input_grad=False)
     assert plan == ConvPlan("shifted_sums", "shifted_sums", "space_to_depth")
     assert plan_for(*args, input_grad=False) == plan and len(measured) == 1
-    stored = json.loads((tmp_path / conv_forms.PLANS_FILE).read_text())
+    stored = json.loads((xla_cache_dir / autotune.PLANS_FILE).read_text())
     (key,) = stored
-    assert key.startswith(conv_forms.machine_key()) and "no input gradient" in key
-    monkeypatch.setattr(conv_forms, "_memory", {})  # a new process reads the file
-    assert plan_for(*args, input_grad=False) == plan and len(measured) == 1
+    assert key == (
+        f"{autotune.machine_key()} | conv | x [32, 84, 84, 4] | w [8, 8, 4, 32] | "
+        "strides [4, 4] | float32 | no input gradient"
+    )
     plan_for(*args, input_grad=True)  # another key: the input gradient is timed too
     assert measured[-1] == ((32, 84, 84, 4), True) and len(measured) == 2
-    # A plan naming a form that does not apply (an edited file) is measured again.
-    (tmp_path / conv_forms.PLANS_FILE).write_text(json.dumps({key: {"forward": "fft"}}))
-    monkeypatch.setattr(conv_forms, "_memory", {})
+    # A stored plan naming a form that does not apply (an edited file) is measured again.
+    (xla_cache_dir / autotune.PLANS_FILE).write_text(json.dumps({key: {"forward": "fft"}}))
+    monkeypatch.setattr(autotune, "_memory", {})
     assert plan_for(*args, input_grad=False) == plan and len(measured) == 3
     # Shapes with one candidate form are never timed.
     assert plan_for((1, 9, 9, 2), (4, 4, 2, 2), (3, 3), np.float32) == ConvPlan()
     assert len(measured) == 3
-
-
-def test_plans_are_kept_in_the_cli_cache_when_no_xla_cache_is_set(monkeypatch, tmp_path):
-    before = jax.config.jax_compilation_cache_dir
-    monkeypatch.setenv("JAXRL_CACHE_DIR", str(tmp_path / "xla"))
-    jax.config.update("jax_compilation_cache_dir", None)
-    try:
-        assert conv_forms.plans_path() == tmp_path / "xla" / conv_forms.PLANS_FILE
-    finally:
-        jax.config.update("jax_compilation_cache_dir", before)
-    assert conv_forms.plans_path() == Path(before) / conv_forms.PLANS_FILE

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrl import speedups
+from jaxrl import networks, speedups
 from jaxrl.config import ConfigError
 from jaxrl.networks import Dense, batch_matmul
 
@@ -65,8 +65,9 @@ def dense_gradient_text(platform: str = "cpu") -> str:
 
 def test_speedups_switch_turns_the_cpu_weight_gradient_off(monkeypatch):
     """`JAXRL_SPEEDUPS` is read at trace time: on (the default) the CPU weight gradient is the
-    materialised transpose behind an optimisation barrier; off it is autodiff's plain form.
-    A GPU never gets the barrier."""
+    form this machine's plan names (here the materialised transpose behind an optimisation
+    barrier); off it is autodiff's plain form. A GPU never gets the barrier."""
+    monkeypatch.setattr(networks, "weight_grad_form", lambda *shapes: "transposed")
     monkeypatch.delenv("JAXRL_SPEEDUPS", raising=False)
     assert "optimization_barrier" in dense_gradient_text()
     assert "optimization_barrier" not in dense_gradient_text("cuda")

@@ -1,0 +1,152 @@
+"""Choosing among equivalent forms of an operation by timing them on this machine, once: the
+convolution forms of `jaxrl.conv_forms` and the weight-gradient forms of `networks.batch_matmul`.
+
+Why: on XLA:CPU the same operation costs up to several times more in one form than in another,
+and which form wins depends on the shapes and on the CPU (benchmarks/results/nature_cnn.md,
+design_notes.md): a choice written into the code from one machine's measurement is wrong on
+another. As cuDNN autotunes on GPUs, each form is timed once per CPU model, shape and jax version,
+and the choice is kept in `jaxrl_plans.json` in the XLA compilation cache directory, so every later
+run on the machine reads it back and traces the same program (the forms agree to float rounding,
+not bit for bit). Other backends, and runs over several processes (whose programs must agree),
+take the standard form without timing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxrl.datatypes import Array
+
+# Another form than the standard one is taken only when it is at least this much faster, so that
+# timing noise between equally fast forms does not decide.
+MARGIN = 0.85
+TIMING_REPEATS = 3
+PLANS_FILE = "jaxrl_plans.json"  # no XLA cache suffix: the cache's eviction leaves it alone
+
+_memory: dict[str, dict[str, str]] = {}
+
+
+def available() -> bool:
+    """Whether forms are chosen by timing: on CPU, in a single-process run."""
+    return jax.default_backend() == "cpu" and jax.process_count() == 1
+
+
+def choose(seconds: dict[str, float], standard: str) -> str:
+    """The fastest form, if it beats the standard one by the margin; the standard one otherwise."""
+    fastest = min(seconds, key=seconds.__getitem__)
+    return fastest if seconds[fastest] <= MARGIN * seconds[standard] else standard
+
+
+def seconds_per_step(
+    step: Callable[..., Array], args: tuple[np.ndarray, ...], perturbed: int, length: int
+) -> float:
+    """Seconds per call of `step(*args)` inside a `length`-step scan, as agents run their
+    updates (inside scans), best of a few runs. Each step adds the previous result's first
+    element (scaled to nothing) to `args[perturbed]` so that XLA cannot hoist the work out of
+    the loop. Inputs are NumPy arrays, so this runs eagerly even while a caller is traced."""
+
+    def looped(*args: Array) -> Array:
+        def body(carry: Array, _) -> tuple[Array, None]:
+            inputs = list(args)
+            inputs[perturbed] = inputs[perturbed] + carry
+            return step(*inputs).reshape(-1)[0] * 1e-30, None
+
+        return jax.lax.scan(body, jnp.zeros((), args[0].dtype), None, length=length)[0]
+
+    compiled = jax.jit(looped).lower(*args).compile()
+    jax.block_until_ready(compiled(*args))
+    best = float("inf")
+    for _ in range(TIMING_REPEATS):
+        start = time.perf_counter()
+        jax.block_until_ready(compiled(*args))
+        best = min(best, time.perf_counter() - start)
+    return best / length
+
+
+def machine_key() -> str:
+    """What decides the timings: the CPU model, its thread count, the compiler and its flags."""
+    model = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.partition(":")[2].strip()
+                break
+    except OSError:
+        pass
+    flags = os.environ.get("XLA_FLAGS", "").strip()
+    return f"{model}, {os.cpu_count()} threads, jax {jax.__version__}" + (
+        f", XLA_FLAGS {flags}" if flags else ""
+    )
+
+
+def default_cache_dir() -> Path:
+    """The CLI's XLA compilation cache: `$JAXRL_CACHE_DIR`, else ~/.cache/jaxrl/xla."""
+    return Path(os.environ.get("JAXRL_CACHE_DIR", Path.home() / ".cache" / "jaxrl" / "xla"))
+
+
+def plans_path() -> Path:
+    """In the XLA compilation cache in use, else in the CLI's (so that notebooks, which may set
+    none, time each form once too)."""
+    return Path(jax.config.jax_compilation_cache_dir or default_cache_dir()) / PLANS_FILE
+
+
+def read_plans(path: Path) -> dict[str, dict[str, str]]:
+    if not path.exists():
+        return {}
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):  # a damaged file is timed again and rewritten
+        return {}
+
+
+def _write_plan(path: Path, key: str, plan: dict[str, str]) -> None:
+    """Merge into the file and replace it atomically: concurrent runs never see half a file."""
+    plans = read_plans(path)
+    plans[key] = plan
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(plans, indent=1, sort_keys=True))
+    os.replace(tmp, path)
+
+
+def plan(
+    what: str, valid: Callable[[dict[str, str]], bool], measure: Callable[[], dict[str, str]]
+) -> dict[str, str]:
+    """This machine's plan (part name → form) for `what` (the operation and its shapes):
+    remembered, read from disk, or measured and stored. A stored plan that `valid` rejects (an
+    edited file, a form since removed) is measured again."""
+    key = f"{machine_key()} | {what}"
+    if key not in _memory:
+        path = plans_path()
+        stored = read_plans(path).get(key)
+        if stored is not None and valid(stored):
+            _memory[key] = stored
+        else:
+            _memory[key] = measure()
+            _write_plan(path, key, _memory[key])
+    return _memory[key]
+
+
+def main() -> None:
+    """`python -m jaxrl.autotune`: the forms this machine has chosen, one line per shape."""
+    prefix = f"{machine_key()} | "
+    plans = read_plans(plans_path())
+    mine = {k.removeprefix(prefix): v for k, v in plans.items() if k.startswith(prefix)}
+    print(f"{plans_path()}: {len(mine)} plans for {machine_key()}", end="")
+    others = len(plans) - len(mine)
+    print(f" ({others} more for other CPUs, jax versions or XLA_FLAGS)" if others else "")
+    for what, chosen in sorted(mine.items()):
+        print(f"  {what}: {', '.join(f'{part} {form}' for part, form in chosen.items())}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,137 @@
+"""Choosing forms by timing (`jaxrl.autotune`): the margin rule, the timing loop, the plans kept
+on disk, and the Dense weight-gradient forms it chooses between."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxrl import autotune, networks
+
+
+def test_another_form_is_chosen_only_when_it_beats_the_standard_by_the_margin():
+    assert autotune.MARGIN == 0.85
+    assert autotune.choose({"conv": 1.0, "a": 0.9, "b": 0.86}, "conv") == "conv"
+    assert autotune.choose({"conv": 1.0, "a": 0.85, "b": 0.9}, "conv") == "a"
+    assert autotune.choose({"conv": 1.0, "a": 0.5, "b": 0.4}, "conv") == "b"
+    assert autotune.choose({"conv": 0.2, "a": 0.5, "b": 0.4}, "conv") == "conv"
+
+
+def test_seconds_per_step_runs_the_step_length_times_per_timing():
+    """One warm-up and TIMING_REPEATS timed runs of a 7-step scan: 28 calls of the step, each
+    on the perturbed input (so the work stays in the loop)."""
+    calls: list[float] = []
+
+    def step(x, y):
+        jax.debug.callback(lambda v: calls.append(float(v)), x[0])
+        return x * y
+
+    x, y = np.ones(3, np.float32), np.full(3, 2.0, np.float32)
+    seconds = autotune.seconds_per_step(step, (x, y), perturbed=0, length=7)
+    assert len(calls) == (1 + autotune.TIMING_REPEATS) * 7
+    assert 0 < seconds < 0.1
+    # The first step sees x itself; later ones x plus the previous result scaled to nothing.
+    assert calls[0] == 1.0 and calls[1] == 1.0 + 2.0 * 1e-30
+
+
+def test_a_plan_is_measured_once_per_machine_and_kept_beside_the_xla_cache(
+    monkeypatch, xla_cache_dir
+):
+    measured: list[int] = []
+
+    def measure() -> dict[str, str]:
+        measured.append(1)
+        return {"part": "fast"}
+
+    valid = lambda stored: stored.get("part") in {"fast", "standard"}
+    monkeypatch.setattr(autotune, "_memory", {})
+    assert autotune.plan("op | x [2, 3]", valid, measure) == {"part": "fast"}
+    assert autotune.plan("op | x [2, 3]", valid, measure) == {"part": "fast"}
+    assert len(measured) == 1
+    stored = json.loads((xla_cache_dir / autotune.PLANS_FILE).read_text())
+    assert stored == {f"{autotune.machine_key()} | op | x [2, 3]": {"part": "fast"}}
+    monkeypatch.setattr(autotune, "_memory", {})  # a new process reads the file
+    assert autotune.plan("op | x [2, 3]", valid, measure) == {"part": "fast"}
+    assert len(measured) == 1
+    autotune.plan("op | x [4, 3]", valid, measure)  # another shape, another plan
+    assert len(measured) == 2 and len(json.loads(autotune.plans_path().read_text())) == 2
+    # A damaged file is measured again and rewritten.
+    autotune.plans_path().write_text("{not json")
+    monkeypatch.setattr(autotune, "_memory", {})
+    assert autotune.plan("op | x [2, 3]", valid, measure) == {"part": "fast"}
+    assert len(measured) == 3 and len(json.loads(autotune.plans_path().read_text())) == 1
+
+
+def test_the_machine_key_names_the_cpu_threads_jax_and_xla_flags(monkeypatch):
+    monkeypatch.setenv("XLA_FLAGS", "--xla_backend_optimization_level=1")
+    key = autotune.machine_key()
+    assert f"jax {jax.__version__}" in key and f"{__import__('os').cpu_count()} threads" in key
+    assert key.endswith("XLA_FLAGS --xla_backend_optimization_level=1")
+    monkeypatch.delenv("XLA_FLAGS")
+    assert "XLA_FLAGS" not in autotune.machine_key()
+
+
+def test_plans_are_kept_in_the_cli_cache_when_no_xla_cache_is_set(monkeypatch, tmp_path):
+    before = jax.config.jax_compilation_cache_dir
+    monkeypatch.setenv("JAXRL_CACHE_DIR", str(tmp_path / "xla"))
+    jax.config.update("jax_compilation_cache_dir", None)
+    try:
+        assert autotune.plans_path() == tmp_path / "xla" / autotune.PLANS_FILE
+    finally:
+        jax.config.update("jax_compilation_cache_dir", before)
+    assert autotune.plans_path() == Path(before) / autotune.PLANS_FILE
+
+
+def test_both_weight_gradient_forms_give_the_hand_computed_product():
+    """x = [[1, 2], [3, 4]], g = [[1, 0], [1, 2]]: xᵀg = [[1 + 3, 6], [2 + 4, 8]]."""
+    x = jnp.array([[1.0, 2.0], [3.0, 4.0]])
+    g = jnp.array([[1.0, 0.0], [1.0, 2.0]])
+    for form in networks.WEIGHT_GRAD_FORMS.values():
+        np.testing.assert_array_equal(jax.jit(form)(x, g), [[4.0, 6.0], [6.0, 8.0]])
+
+
+def test_dense_takes_the_weight_gradient_form_its_plan_names(monkeypatch, xla_cache_dir):
+    """The timed-faster form is the one traced, keyed by the product's shapes; the gradient is
+    the same either way."""
+    seconds = {"plain": 1.0, "transposed": 0.5}
+    timed: list[tuple[int, ...]] = []
+
+    def fake_seconds(step, args, perturbed, length):
+        timed.append((args[0].shape, length))
+        transposed = step is networks.WEIGHT_GRAD_FORMS["transposed"]
+        return seconds["transposed" if transposed else "plain"]
+
+    monkeypatch.setattr(autotune, "seconds_per_step", fake_seconds)
+    monkeypatch.setattr(autotune, "_memory", {})
+    assert networks.weight_grad_form((128, 64), (128, 32), np.float32) == "transposed"
+    # 128·64·32 multiply-adds per step: the scan repeats it to about 2.5e8 (capped at 2,000).
+    assert timed == [((128, 64), 953), ((128, 64), 953)]
+    seconds["transposed"] = 0.9  # within the margin: autodiff's form stays
+    assert networks.weight_grad_form((256, 3136), (256, 512), np.float32) == "plain"
+    assert timed[-1] == ((256, 3136), 2)
+
+    x = jax.random.normal(jax.random.key(0), (128, 64))
+    w = jax.random.normal(jax.random.key(1), (64, 32))
+    loss = lambda matmul: lambda w: jnp.sum(jnp.sin(matmul(x, w)))
+    ours = jax.jit(jax.grad(loss(networks.batch_matmul)))(w)
+    reference = jax.grad(loss(jnp.matmul))(w)
+    np.testing.assert_allclose(ours, reference, rtol=1e-5, atol=1e-5)
+    assert "optimization_barrier" in str(jax.make_jaxpr(jax.grad(loss(networks.batch_matmul)))(w))
+
+
+def test_python_m_jaxrl_autotune_lists_this_machines_plans(monkeypatch, xla_cache_dir, capsys):
+    monkeypatch.setattr(autotune, "_memory", {})
+    autotune.plan("op | x [2, 3]", lambda stored: True, lambda: {"forward": "fast"})
+    plans = json.loads(autotune.plans_path().read_text())
+    plans["another CPU | op | x [2, 3]"] = {"forward": "slow"}
+    autotune.plans_path().write_text(json.dumps(plans))
+    autotune.main()
+    assert capsys.readouterr().out.splitlines() == [
+        f"{autotune.plans_path()}: 1 plans for {autotune.machine_key()} (1 more for other CPUs, "
+        "jax versions or XLA_FLAGS)",
+        "  op | x [2, 3]: forward fast",
+    ]
