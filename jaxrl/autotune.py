@@ -17,6 +17,7 @@ import json
 import os
 import platform
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -109,13 +110,17 @@ def read_plans(path: Path) -> dict[str, dict[str, str]]:
 
 
 def _write_plan(path: Path, key: str, plan: dict[str, str]) -> None:
-    """Merge into the file and replace it atomically: concurrent runs never see half a file."""
+    """Merge into the file and replace it atomically: concurrent runs never see half a file. A
+    directory that cannot be written (a read-only home) keeps the plan in this process only."""
     plans = read_plans(path)
     plans[key] = plan
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(plans, indent=1, sort_keys=True))
-    os.replace(tmp, path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(json.dumps(plans, indent=1, sort_keys=True))
+        os.replace(tmp, path)
+    except OSError as e:
+        warnings.warn(f"jaxrl.autotune: could not keep the plan in {path} ({e})", stacklevel=2)
 
 
 def plan(

@@ -9,6 +9,7 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from jaxrl import autotune, networks
 
@@ -135,3 +136,21 @@ def test_python_m_jaxrl_autotune_lists_this_machines_plans(monkeypatch, xla_cach
         "jax versions or XLA_FLAGS)",
         "  op | x [2, 3]: forward fast",
     ]
+
+
+def test_an_unwritable_cache_keeps_the_plan_in_memory_with_a_warning(monkeypatch, tmp_path):
+    blocker = tmp_path / "not_a_dir"
+    blocker.write_text("")  # the cache "directory" is a file: nothing can be written under it
+    before = jax.config.jax_compilation_cache_dir
+    jax.config.update("jax_compilation_cache_dir", str(blocker / "xla"))
+    monkeypatch.setattr(autotune, "_memory", {})
+    try:
+        with pytest.warns(UserWarning, match=r"could not keep the plan in .*not_a_dir/xla"):
+            assert autotune.plan("op", lambda s: True, lambda: {"forward": "fast"}) == {
+                "forward": "fast"
+            }
+        assert autotune.plan("op", lambda s: True, lambda: {"forward": "slow"}) == {
+            "forward": "fast"
+        }
+    finally:
+        jax.config.update("jax_compilation_cache_dir", before)
