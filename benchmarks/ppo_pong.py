@@ -83,7 +83,10 @@ def report(run_dir: Path) -> str:
     steps, returns = training_returns(run_dir)
     table = markdown_table(
         ["env steps", "evaluation return (8 games)", "std", "seconds into its piece"],
-        [[fmt(float(r[2]), 0), r[3], r[4], fmt(float(r[5]), 0)] for r in rows],
+        [
+            [fmt(float(r[2]), 0), fmt(float(r[3]), 2), fmt(float(r[4]), 2), fmt(float(r[5]), 0)]
+            for r in rows
+        ],
     )
     last = returns[-SMOOTH:] if len(returns) else np.array([np.nan])
     return "\n\n".join(
