@@ -157,6 +157,33 @@ def training_table(rows: list[TrainingRow], where: str) -> str:
     return markdown_table(header, cells)
 
 
+def sb3_atari_env(env_id: str, n_envs: int, seed: int, sticky: float, **wrapper: Any) -> Any:
+    """Stable-Baselines3's Atari env (its `AtariWrapper`: up to 30 no-ops at a reset, frame skip
+    4 with a max-pool, FIRE reset, 84×84 grey, reward sign; `wrapper` adds its other options) on
+    `frameskip=1` Gymnasium envs with ALE's sticky actions, 4 frames stacked: the SB3 side of the
+    Atari comparisons. None, with a printed message, when SB3, torch or OpenCV is missing."""
+    try:
+        import ale_py
+        import cv2  # noqa: F401  (SB3's WarpFrame resizes with OpenCV)
+        import gymnasium
+        import torch  # noqa: F401
+        from stable_baselines3.common.env_util import make_atari_env
+        from stable_baselines3.common.vec_env import VecFrameStack
+    except ImportError as e:
+        print(f"SB3 row skipped: {e.name} is not importable (pip install 'jaxrl[sb3]')")
+        return None
+    gymnasium.register_envs(ale_py)
+    env = make_atari_env(
+        env_id,
+        n_envs=n_envs,
+        seed=seed,
+        env_kwargs={"frameskip": 1, "repeat_action_probability": sticky},
+        wrapper_kwargs={"noop_max": 30, "frame_skip": 4, "screen_size": 84, "clip_reward": True}
+        | wrapper,
+    )
+    return VecFrameStack(env, n_stack=4)
+
+
 def final_eval_key(seed: int, iterations: int) -> Any:
     """The key of the evaluation after `iterations` train steps of a one-chunk run; mirrors the
     key use of `jaxrl.loop.Trainer` (`_init`'s third key, one split per train step, then the

@@ -40,6 +40,7 @@ from common import (
     load_note,
     machine,
     rerun_final_evaluation,
+    sb3_atari_env,
     training_table,
     write_report,
 )
@@ -91,29 +92,14 @@ def run_jaxrl(steps: int, eval_episodes: int) -> tuple[TrainingRow, list[str]]:
 
 def run_sb3(steps: int, eval_episodes: int) -> tuple[TrainingRow, list[str]] | None:
     """The SB3 row and notes on its setup; None (with a printed message) without SB3."""
-    try:
-        import ale_py
-        import cv2  # noqa: F401  (SB3's WarpFrame resizes with OpenCV)
-        import gymnasium
-        import stable_baselines3
-        import torch
-        from stable_baselines3 import PPO
-        from stable_baselines3.common.env_util import make_atari_env
-        from stable_baselines3.common.vec_env import VecFrameStack
-    except ImportError as e:
-        print(f"SB3 row skipped: {e.name} is not importable (pip install 'jaxrl[sb3]')")
-        return None
-
-    gymnasium.register_envs(ale_py)
     start = time.perf_counter()
-    env = make_atari_env(
-        ENV_ID,
-        n_envs=NUM_ENVS,
-        seed=SEED,
-        env_kwargs={"frameskip": 1, "repeat_action_probability": STICKY},
-        wrapper_kwargs={"noop_max": 30, "frame_skip": 4, "screen_size": 84, "clip_reward": True},
-    )
-    env = VecFrameStack(env, n_stack=4)
+    env = sb3_atari_env(ENV_ID, NUM_ENVS, SEED, STICKY)
+    if env is None:
+        return None
+    import stable_baselines3
+    import torch
+    from stable_baselines3 import PPO
+
     model = PPO(
         "CnnPolicy",
         env,
