@@ -14,7 +14,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -155,6 +155,26 @@ def training_table(rows: list[TrainingRow], where: str) -> str:
         for r in rows
     ]
     return markdown_table(header, cells)
+
+
+Measured = tuple[TrainingRow, list[str]] | None  # a row and its notes; None: skipped
+
+
+def training_rows(
+    runs: Sequence[Callable[[], Measured]],
+) -> tuple[list[TrainingRow], list[str], float, float]:
+    """Run each side in turn, printing its row as it finishes: the rows, their notes and the
+    1-minute load average before and after."""
+    load_before = os.getloadavg()[0]
+    rows: list[TrainingRow] = []
+    notes: list[str] = []
+    for run in runs:
+        measured = run()
+        if measured is not None:
+            rows.append(measured[0])
+            notes += measured[1]
+            print(training_table([measured[0]], ""), flush=True)
+    return rows, notes, load_before, os.getloadavg()[0]
 
 
 def sb3_atari_env(env_id: str, n_envs: int, seed: int, sticky: float, **wrapper: Any) -> Any:

@@ -35,6 +35,7 @@ Stable-Baselines3, torch and OpenCV (SB3's frame resize) are not jaxrl dependenc
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 import tempfile
@@ -50,6 +51,7 @@ from common import (
     machine,
     rerun_final_evaluation,
     sb3_atari_env,
+    training_rows,
     training_table,
     write_report,
 )
@@ -231,16 +233,9 @@ def main() -> None:
         parser.error(f"--steps={args.steps} must be a positive multiple of {ITERATION_STEPS}")
     settings = Settings(args.steps, args.learning_starts, args.buffer_size, args.eval_episodes)
 
-    load_before = os.getloadavg()[0]
-    rows: list[TrainingRow] = []
-    notes: list[str] = []
-    for run in (run_jaxrl, run_sb3):
-        measured = run(settings)
-        if measured is not None:
-            rows.append(measured[0])
-            notes += measured[1]
-            print(training_table([measured[0]], ""), flush=True)
-    load_after = os.getloadavg()[0]
+    rows, notes, load_before, load_after = training_rows(
+        [functools.partial(run, settings) for run in (run_jaxrl, run_sb3)]
+    )
 
     text = "\n\n".join(
         [

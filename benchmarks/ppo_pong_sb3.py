@@ -27,6 +27,7 @@ dqn_breakout_sb3.py). Stable-Baselines3, torch and OpenCV are not jaxrl dependen
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 import tempfile
@@ -41,6 +42,7 @@ from common import (
     machine,
     rerun_final_evaluation,
     sb3_atari_env,
+    training_rows,
     training_table,
     write_report,
 )
@@ -150,16 +152,9 @@ def main() -> None:
     if args.steps < rollout or args.steps % rollout:
         parser.error(f"--steps={args.steps} must be a positive multiple of {rollout}")
 
-    load_before = os.getloadavg()[0]
-    rows: list[TrainingRow] = []
-    notes: list[str] = []
-    for run in (run_jaxrl, run_sb3):
-        measured = run(args.steps, args.eval_episodes)
-        if measured is not None:
-            rows.append(measured[0])
-            notes += measured[1]
-            print(training_table([measured[0]], ""), flush=True)
-    load_after = os.getloadavg()[0]
+    rows, notes, load_before, load_after = training_rows(
+        [functools.partial(run, args.steps, args.eval_episodes) for run in (run_jaxrl, run_sb3)]
+    )
 
     text = "\n\n".join(
         [
