@@ -48,29 +48,39 @@ def choose(seconds: dict[str, float], standard: str) -> str:
 
 
 def seconds_per_step(
-    step: Callable[..., Array], args: tuple[np.ndarray, ...], perturbed: int, length: int
-) -> float:
-    """Seconds per call of `step(*args)` inside a `length`-step scan, as agents run their
-    updates (inside scans), best of a few runs. Each step adds the previous result's first
-    element (scaled to nothing) to `args[perturbed]` so that XLA cannot hoist the work out of
-    the loop. Inputs are NumPy arrays, so this runs eagerly even while a caller is traced."""
+    steps: dict[str, Callable[..., Array]],
+    args: tuple[np.ndarray, ...],
+    perturbed: int,
+    length: int,
+) -> dict[str, float]:
+    """Seconds per call of each `step(*args)` inside a `length`-step scan, as agents run their
+    updates (inside scans). Each step adds the previous result's first element (scaled to
+    nothing) to `args[perturbed]` so that XLA cannot hoist the work out of the loop. All are
+    compiled first, then timed in interleaved rounds (each once per round), so that load which
+    comes and goes falls on every form alike; the best round of each counts. Inputs are NumPy
+    arrays, so this runs eagerly even while a caller is traced."""
 
-    def looped(*args: Array) -> Array:
-        def body(carry: Array, _) -> tuple[Array, None]:
-            inputs = list(args)
-            inputs[perturbed] = inputs[perturbed] + carry
-            return step(*inputs).reshape(-1)[0] * 1e-30, None
+    def looped(step: Callable[..., Array]) -> Callable[..., Array]:
+        def run(*args: Array) -> Array:
+            def body(carry: Array, _) -> tuple[Array, None]:
+                inputs = list(args)
+                inputs[perturbed] = inputs[perturbed] + carry
+                return step(*inputs).reshape(-1)[0] * 1e-30, None
 
-        return jax.lax.scan(body, jnp.zeros((), args[0].dtype), None, length=length)[0]
+            return jax.lax.scan(body, jnp.zeros((), args[0].dtype), None, length=length)[0]
 
-    compiled = jax.jit(looped).lower(*args).compile()
-    jax.block_until_ready(compiled(*args))
-    best = float("inf")
+        return run
+
+    compiled = {name: jax.jit(looped(step)).lower(*args).compile() for name, step in steps.items()}
+    for program in compiled.values():
+        jax.block_until_ready(program(*args))
+    best = dict.fromkeys(compiled, float("inf"))
     for _ in range(TIMING_REPEATS):
-        start = time.perf_counter()
-        jax.block_until_ready(compiled(*args))
-        best = min(best, time.perf_counter() - start)
-    return best / length
+        for name, program in compiled.items():
+            start = time.perf_counter()
+            jax.block_until_ready(program(*args))
+            best[name] = min(best[name], time.perf_counter() - start)
+    return {name: seconds / length for name, seconds in best.items()}
 
 
 def machine_key() -> str:

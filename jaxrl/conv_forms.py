@@ -185,10 +185,8 @@ def measure_plan(
     chosen = {}
     for part in parts:
         perturbed = 2 if part == "input_grad" else 0  # an input the part reads
-        seconds = {
-            form: autotune.seconds_per_step(_part(form, part, strides), (x, w, dy), perturbed, 2)
-            for form in forms
-        }
+        steps = {form: _part(form, part, strides) for form in forms}
+        seconds = autotune.seconds_per_step(steps, (x, w, dy), perturbed, 2)
         chosen[part] = autotune.choose(seconds, "conv")
     return ConvPlan(**chosen)
 

@@ -68,10 +68,7 @@ def weight_grad_form(x_shape: tuple[int, ...], g_shape: tuple[int, ...], dtype: 
         x = rng.standard_normal(x_shape).astype(dtype)
         g = rng.standard_normal(g_shape).astype(dtype)
         length = int(np.clip(_TIMED_MACS / (x_shape[0] * x_shape[1] * g_shape[1]), 2, 2000))
-        seconds = {
-            form: autotune.seconds_per_step(fn, (x, g), 0, length)
-            for form, fn in WEIGHT_GRAD_FORMS.items()
-        }
+        seconds = autotune.seconds_per_step(WEIGHT_GRAD_FORMS, (x, g), 0, length)
         return {"weight_grad": autotune.choose(seconds, "plain")}
 
     name = np.dtype(dtype).name

@@ -32,9 +32,9 @@ def test_seconds_per_step_runs_the_step_length_times_per_timing():
         return x * y
 
     x, y = np.ones(3, np.float32), np.full(3, 2.0, np.float32)
-    seconds = autotune.seconds_per_step(step, (x, y), perturbed=0, length=7)
+    seconds = autotune.seconds_per_step({"only": step}, (x, y), perturbed=0, length=7)
     assert len(calls) == (1 + autotune.TIMING_REPEATS) * 7
-    assert 0 < seconds < 0.1
+    assert set(seconds) == {"only"} and 0 < seconds["only"] < 0.1
     # The first step sees x itself; later ones x plus the previous result scaled to nothing.
     assert calls[0] == 1.0 and calls[1] == 1.0 + 2.0 * 1e-30
 
@@ -101,16 +101,16 @@ def test_dense_takes_the_weight_gradient_form_its_plan_names(monkeypatch, xla_ca
     seconds = {"plain": 1.0, "transposed": 0.5}
     timed: list[tuple[int, ...]] = []
 
-    def fake_seconds(step, args, perturbed, length):
+    def fake_seconds(steps, args, perturbed, length):
+        assert steps is networks.WEIGHT_GRAD_FORMS
         timed.append((args[0].shape, length))
-        transposed = step is networks.WEIGHT_GRAD_FORMS["transposed"]
-        return seconds["transposed" if transposed else "plain"]
+        return dict(seconds)
 
     monkeypatch.setattr(autotune, "seconds_per_step", fake_seconds)
     monkeypatch.setattr(autotune, "_memory", {})
     assert networks.weight_grad_form((128, 64), (128, 32), np.float32) == "transposed"
     # 128·64·32 multiply-adds per step: the scan repeats it to about 2.5e8 (capped at 2,000).
-    assert timed == [((128, 64), 953), ((128, 64), 953)]
+    assert timed == [((128, 64), 953)]
     seconds["transposed"] = 0.9  # within the margin: autodiff's form stays
     assert networks.weight_grad_form((256, 3136), (256, 512), np.float32) == "plain"
     assert timed[-1] == ((256, 3136), 2)

@@ -92,10 +92,11 @@ def test_measure_plan_times_each_candidate_of_each_part(monkeypatch):
     }
     timed: list[tuple[str, str]] = []
 
-    def fake_seconds(step, args, perturbed, length):
-        assert perturbed == (2 if step[1] == "input_grad" else 0)  # dX never reads x
-        timed.append(step)
-        return seconds[step]
+    def fake_seconds(steps, args, perturbed, length):
+        for step in steps.values():
+            assert perturbed == (2 if step[1] == "input_grad" else 0)  # dX never reads x
+            timed.append(step)
+        return {form: seconds[step] for form, step in steps.items()}
 
     monkeypatch.setattr(conv_forms, "_part", lambda form, part, strides: (form, part))
     monkeypatch.setattr(autotune, "seconds_per_step", fake_seconds)
