@@ -18,7 +18,7 @@ import os
 import platform
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 
 import jax
@@ -133,17 +133,26 @@ def _write_plan(path: Path, key: str, plan: dict[str, str]) -> None:
         warnings.warn(f"jaxrl.autotune: could not keep the plan in {path} ({e})", stacklevel=2)
 
 
+def _names_allowed_forms(stored: object, forms: Mapping[str, Collection[str]]) -> bool:
+    return (
+        isinstance(stored, dict)
+        and set(stored) == set(forms)
+        and all(stored[part] in allowed for part, allowed in forms.items())
+    )
+
+
 def plan(
-    what: str, valid: Callable[[dict[str, str]], bool], measure: Callable[[], dict[str, str]]
+    what: str, forms: Mapping[str, Collection[str]], measure: Callable[[], dict[str, str]]
 ) -> dict[str, str]:
     """This machine's plan (part name → form) for `what` (the operation and its shapes):
-    remembered, read from disk, or measured and stored. A stored plan that `valid` rejects (an
-    edited file, a form since removed) is measured again."""
+    remembered, read from disk, or measured and stored. `forms` names each part's allowed forms;
+    a stored plan that does not choose one of them for every part (an edited file, a form since
+    removed) is measured again."""
     key = f"{machine_key()} | {what}"
     if key not in _memory:
         path = plans_path()
         stored = read_plans(path).get(key)
-        if stored is not None and valid(stored):
+        if _names_allowed_forms(stored, forms):
             _memory[key] = stored
         else:
             _memory[key] = measure()

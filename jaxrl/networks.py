@@ -73,11 +73,7 @@ def weight_grad_form(x_shape: tuple[int, ...], g_shape: tuple[int, ...], dtype: 
 
     name = np.dtype(dtype).name
     what = f"matmul weight gradient | x {list(x_shape)} | g {list(g_shape)} | {name}"
-
-    def valid(stored: dict[str, str]) -> bool:
-        return set(stored) == {"weight_grad"} and stored["weight_grad"] in WEIGHT_GRAD_FORMS
-
-    return autotune.plan(what, valid, measure)["weight_grad"]
+    return autotune.plan(what, {"weight_grad": WEIGHT_GRAD_FORMS}, measure)["weight_grad"]
 
 
 @jax.custom_vjp

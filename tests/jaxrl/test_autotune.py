@@ -48,23 +48,30 @@ def test_a_plan_is_measured_once_per_machine_and_kept_beside_the_xla_cache(
         measured.append(1)
         return {"part": "fast"}
 
-    valid = lambda stored: stored.get("part") in {"fast", "standard"}
+    forms = {"part": ("standard", "fast")}
     monkeypatch.setattr(autotune, "_memory", {})
-    assert autotune.plan("op | x [2, 3]", valid, measure) == {"part": "fast"}
-    assert autotune.plan("op | x [2, 3]", valid, measure) == {"part": "fast"}
+    assert autotune.plan("op | x [2, 3]", forms, measure) == {"part": "fast"}
+    assert autotune.plan("op | x [2, 3]", forms, measure) == {"part": "fast"}
     assert len(measured) == 1
     stored = json.loads((xla_cache_dir / autotune.PLANS_FILE).read_text())
     assert stored == {f"{autotune.machine_key()} | op | x [2, 3]": {"part": "fast"}}
     monkeypatch.setattr(autotune, "_memory", {})  # a new process reads the file
-    assert autotune.plan("op | x [2, 3]", valid, measure) == {"part": "fast"}
+    assert autotune.plan("op | x [2, 3]", forms, measure) == {"part": "fast"}
     assert len(measured) == 1
-    autotune.plan("op | x [4, 3]", valid, measure)  # another shape, another plan
+    autotune.plan("op | x [4, 3]", forms, measure)  # another shape, another plan
     assert len(measured) == 2 and len(json.loads(autotune.plans_path().read_text())) == 2
     # A damaged file is measured again and rewritten.
     autotune.plans_path().write_text("{not json")
     monkeypatch.setattr(autotune, "_memory", {})
-    assert autotune.plan("op | x [2, 3]", valid, measure) == {"part": "fast"}
+    assert autotune.plan("op | x [2, 3]", forms, measure) == {"part": "fast"}
     assert len(measured) == 3 and len(json.loads(autotune.plans_path().read_text())) == 1
+    # So is a stored plan that names a form no longer allowed, or misses a part.
+    for edited in ({"part": "removed"}, {}, {"part": "fast", "other": "fast"}):
+        key = f"{autotune.machine_key()} | op | x [2, 3]"
+        autotune.plans_path().write_text(json.dumps({key: edited}))
+        monkeypatch.setattr(autotune, "_memory", {})
+        assert autotune.plan("op | x [2, 3]", forms, measure) == {"part": "fast"}
+    assert len(measured) == 6
 
 
 def test_the_machine_key_names_the_cpu_threads_jax_and_xla_flags(monkeypatch):
@@ -126,7 +133,7 @@ def test_dense_takes_the_weight_gradient_form_its_plan_names(monkeypatch, xla_ca
 
 def test_python_m_jaxrl_autotune_lists_this_machines_plans(monkeypatch, xla_cache_dir, capsys):
     monkeypatch.setattr(autotune, "_memory", {})
-    autotune.plan("op | x [2, 3]", lambda stored: True, lambda: {"forward": "fast"})
+    autotune.plan("op | x [2, 3]", {"forward": ["fast"]}, lambda: {"forward": "fast"})
     plans = json.loads(autotune.plans_path().read_text())
     plans["another CPU | op | x [2, 3]"] = {"forward": "slow"}
     autotune.plans_path().write_text(json.dumps(plans))
@@ -146,10 +153,10 @@ def test_an_unwritable_cache_keeps_the_plan_in_memory_with_a_warning(monkeypatch
     monkeypatch.setattr(autotune, "_memory", {})
     try:
         with pytest.warns(UserWarning, match=r"could not keep the plan in .*not_a_dir/xla"):
-            assert autotune.plan("op", lambda s: True, lambda: {"forward": "fast"}) == {
+            assert autotune.plan("op", {"forward": ["fast"]}, lambda: {"forward": "fast"}) == {
                 "forward": "fast"
             }
-        assert autotune.plan("op", lambda s: True, lambda: {"forward": "slow"}) == {
+        assert autotune.plan("op", {"forward": ["slow"]}, lambda: {"forward": "slow"}) == {
             "forward": "fast"
         }
     finally:
