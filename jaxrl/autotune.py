@@ -13,6 +13,7 @@ take the standard form without timing.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -119,18 +120,16 @@ def read_plans(path: Path) -> dict[str, dict[str, str]]:
         return {}
 
 
-def _write_plan(path: Path, key: str, plan: dict[str, str]) -> None:
-    """Merge into the file and replace it atomically: concurrent runs never see half a file. A
-    directory that cannot be written (a read-only home) keeps the plan in this process only."""
-    plans = read_plans(path)
-    plans[key] = plan
+def _write_plans(path: Path, plans: dict[str, dict[str, str]]) -> None:
+    """Replace the file atomically: concurrent runs never see half a file. A directory that
+    cannot be written (a read-only home) keeps the plans in this process only."""
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp.write_text(json.dumps(plans, indent=1, sort_keys=True))
         os.replace(tmp, path)
     except OSError as e:
-        warnings.warn(f"jaxrl.autotune: could not keep the plan in {path} ({e})", stacklevel=2)
+        warnings.warn(f"jaxrl.autotune: could not keep the plan in {path} ({e})", stacklevel=3)
 
 
 def _names_allowed_forms(stored: object, forms: Mapping[str, Collection[str]]) -> bool:
@@ -156,12 +155,37 @@ def plan(
             _memory[key] = stored
         else:
             _memory[key] = measure()
-            _write_plan(path, key, _memory[key])
+            _write_plans(path, {**read_plans(path), key: _memory[key]})
     return _memory[key]
 
 
-def main() -> None:
-    """`python -m jaxrl.autotune`: the forms this machine has chosen, one line per shape."""
+def forget() -> int:
+    """Drop this machine's plans, so that each form is timed again at its next use (after a
+    timing taken while other work loaded the CPU). Returns how many were dropped."""
+    prefix = f"{machine_key()} | "
+    path = plans_path()
+    plans = read_plans(path)
+    kept = {k: v for k, v in plans.items() if not k.startswith(prefix)}
+    if len(kept) < len(plans):
+        _write_plans(path, kept)
+    for key in [k for k in _memory if k.startswith(prefix)]:
+        del _memory[key]
+    return len(plans) - len(kept)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python -m jaxrl.autotune`: the forms this machine has chosen, one line per shape;
+    `--forget` drops them."""
+    parser = argparse.ArgumentParser(prog="python -m jaxrl.autotune", description=main.__doc__)
+    parser.add_argument(
+        "--forget",
+        action="store_true",
+        help="drop this machine's plans: each form is timed again at its next use (do it on a "
+        "quiet machine)",
+    )
+    if parser.parse_args(argv).forget:
+        print(f"{plans_path()}: dropped {forget()} plans for {machine_key()}")
+        return
     prefix = f"{machine_key()} | "
     plans = read_plans(plans_path())
     mine = {k.removeprefix(prefix): v for k, v in plans.items() if k.startswith(prefix)}

@@ -4,6 +4,9 @@ on disk, and the Dense weight-gradient forms it chooses between."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import jax
@@ -72,6 +75,10 @@ def test_a_plan_is_measured_once_per_machine_and_kept_beside_the_xla_cache(
         monkeypatch.setattr(autotune, "_memory", {})
         assert autotune.plan("op | x [2, 3]", forms, measure) == {"part": "fast"}
     assert len(measured) == 6
+    # Forgetting this machine's plans (the CLI's --forget) times them again, in this process too.
+    assert autotune.forget() == 1 and json.loads(autotune.plans_path().read_text()) == {}
+    assert autotune.plan("op | x [2, 3]", forms, measure) == {"part": "fast"}
+    assert len(measured) == 7
 
 
 def test_the_machine_key_names_the_cpu_threads_jax_and_xla_flags(monkeypatch):
@@ -137,11 +144,44 @@ def test_python_m_jaxrl_autotune_lists_this_machines_plans(monkeypatch, xla_cach
     plans = json.loads(autotune.plans_path().read_text())
     plans["another CPU | op | x [2, 3]"] = {"forward": "slow"}
     autotune.plans_path().write_text(json.dumps(plans))
-    autotune.main()
+    autotune.main([])
     assert capsys.readouterr().out.splitlines() == [
         f"{autotune.plans_path()}: 1 plans for {autotune.machine_key()} (1 more for other CPUs, "
         "jax versions or XLA_FLAGS)",
         "  op | x [2, 3]: forward fast",
+    ]
+
+
+def test_python_m_jaxrl_autotune_forget_drops_only_this_machines_plans(tmp_path):
+    """Through the CLI: plans timed under load are dropped, so each form is timed again at its
+    next use; other machines' plans stay."""
+    cache = tmp_path / "xla"
+    cache.mkdir()
+    mine = f"{autotune.machine_key()} | op | x [2, 3]"
+    other = "another CPU | op | x [2, 3]"
+    (cache / autotune.PLANS_FILE).write_text(
+        json.dumps({mine: {"forward": "fast"}, other: {"forward": "slow"}})
+    )
+    env = {**os.environ, "JAXRL_CACHE_DIR": str(cache)}
+    env.pop("JAX_COMPILATION_CACHE_DIR", None)
+
+    def cli(*args: str) -> list[str]:
+        done = subprocess.run(
+            [sys.executable, "-m", "jaxrl.autotune", *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+        )
+        return done.stdout.splitlines()
+
+    path = cache / autotune.PLANS_FILE
+    assert cli("--forget") == [f"{path}: dropped 1 plans for {autotune.machine_key()}"]
+    assert json.loads(path.read_text()) == {other: {"forward": "slow"}}
+    assert cli() == [
+        f"{path}: 0 plans for {autotune.machine_key()} (1 more for other CPUs, jax versions or "
+        "XLA_FLAGS)"
     ]
 
 
