@@ -115,9 +115,10 @@ def read_plans(path: Path) -> dict[str, dict[str, str]]:
     if not path.exists():
         return {}
     try:
-        return json.loads(path.read_text())
+        plans = json.loads(path.read_text())
     except (OSError, ValueError):  # a damaged file is timed again and rewritten
         return {}
+    return plans if isinstance(plans, dict) else {}
 
 
 def _write_plans(path: Path, plans: dict[str, dict[str, str]]) -> None:

@@ -64,21 +64,23 @@ def test_a_plan_is_measured_once_per_machine_and_kept_beside_the_xla_cache(
     autotune.plan("op | x [4, 3]", forms, measure)  # another shape, another plan
     assert len(measured) == 2 and len(json.loads(autotune.plans_path().read_text())) == 2
     # A damaged file is measured again and rewritten.
-    autotune.plans_path().write_text("{not json")
-    monkeypatch.setattr(autotune, "_memory", {})
-    assert autotune.plan("op | x [2, 3]", forms, measure) == {"part": "fast"}
-    assert len(measured) == 3 and len(json.loads(autotune.plans_path().read_text())) == 1
+    for damaged in ("{not json", "[1, 2]"):
+        autotune.plans_path().write_text(damaged)
+        monkeypatch.setattr(autotune, "_memory", {})
+        assert autotune.plan("op | x [2, 3]", forms, measure) == {"part": "fast"}
+        assert len(json.loads(autotune.plans_path().read_text())) == 1
+    assert len(measured) == 4
     # So is a stored plan that names a form no longer allowed, or misses a part.
     for edited in ({"part": "removed"}, {}, {"part": "fast", "other": "fast"}):
         key = f"{autotune.machine_key()} | op | x [2, 3]"
         autotune.plans_path().write_text(json.dumps({key: edited}))
         monkeypatch.setattr(autotune, "_memory", {})
         assert autotune.plan("op | x [2, 3]", forms, measure) == {"part": "fast"}
-    assert len(measured) == 6
+    assert len(measured) == 7
     # Forgetting this machine's plans (the CLI's --forget) times them again, in this process too.
     assert autotune.forget() == 1 and json.loads(autotune.plans_path().read_text()) == {}
     assert autotune.plan("op | x [2, 3]", forms, measure) == {"part": "fast"}
-    assert len(measured) == 7
+    assert len(measured) == 8
 
 
 def test_the_machine_key_names_the_cpu_threads_jax_and_xla_flags(monkeypatch):
