@@ -26,6 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxrl import speedups
 from jaxrl.datatypes import Array
 
 # Another form than the standard one is taken only when it is at least this much faster, so that
@@ -38,8 +39,9 @@ _memory: dict[str, dict[str, str]] = {}
 
 
 def available() -> bool:
-    """Whether forms are chosen by timing: on CPU, in a single-process run."""
-    return jax.default_backend() == "cpu" and jax.process_count() == 1
+    """Whether forms are chosen by timing: switched on (`speedups.timing_enabled`), on CPU, in a
+    single-process run."""
+    return speedups.timing_enabled() and jax.default_backend() == "cpu" and jax.process_count() == 1
 
 
 def choose(seconds: dict[str, float], standard: str) -> str:

@@ -34,7 +34,7 @@ from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBase
 
 import agents
 import envs
-from jaxrl import distributed, presets
+from jaxrl import distributed, presets, speedups
 from jaxrl.config import (
     ConfigError,
     DistributedConfig,
@@ -313,6 +313,7 @@ def plan(overrides: list[str], run_dir: str | Path | None = None) -> tuple[RunCo
     """The validated config of a single run and its directory (None: a new one under `runs/`,
     made once the run is known to be valid). `resume=<dir>` continues that run with its own
     config; the keys in `RESUMABLE` may be overridden beside it."""
+    speedups.enabled(), speedups.timing_enabled()  # a bad switch value: refused before any work
     resume = next((v for k, v in _key_values(overrides) if k == "resume" and v), None)
     if resume is not None:
         others = [o for o in overrides if _key(o) != "resume"]

@@ -10,6 +10,10 @@
 * On a GPU, float32 matrix products run at full precision: JAX's default there is TF32 (10-bit
   mantissa) on Ampere and Hopper, and the hand-computed comparisons are float32 to float32.
   XLA:CPU multiplies float32 in float32 whatever the setting, so the CPU programs are unchanged.
+* Forms are not chosen by timing (`JAXRL_AUTOTUNE=off`, also in the CLI subprocesses; a value
+  already set wins): two forms within timing noise of each other flip from one fresh cache to
+  the next, and a learning test must see the same program on every machine of a CPU type. The
+  forms' equivalence and the choosing are tested on their own (`xla_cache_dir` switches it on).
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ os.environ["XLA_FLAGS"] = " ".join(
     (os.environ.get("XLA_FLAGS", ""), "--xla_backend_optimization_level=1")
 ).strip()
 
+os.environ.setdefault("JAXRL_AUTOTUNE", "off")
+
 import jax
 import pytest
 
@@ -40,9 +46,10 @@ if jax.default_backend() != "cpu":
 
 
 @pytest.fixture
-def xla_cache_dir(tmp_path: Path) -> Iterator[Path]:
+def xla_cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """An empty XLA compilation cache directory for one test (where `jaxrl.autotune` keeps its
-    plans); the suite's own cache again afterwards."""
+    plans), with choosing forms by timing switched on; the suite's own cache again afterwards."""
+    monkeypatch.setenv("JAXRL_AUTOTUNE", "on")
     before = jax.config.jax_compilation_cache_dir
     jax.config.update("jax_compilation_cache_dir", str(tmp_path))
     yield tmp_path

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrl import autotune, networks
+from jaxrl import autotune, conv_forms, networks
 
 
 def test_another_form_is_chosen_only_when_it_beats_the_standard_by_the_margin():
@@ -203,3 +203,37 @@ def test_an_unwritable_cache_keeps_the_plan_in_memory_with_a_warning(monkeypatch
         }
     finally:
         jax.config.update("jax_compilation_cache_dir", before)
+
+
+def test_switched_off_every_form_is_the_standard_one_and_nothing_is_timed(
+    monkeypatch, xla_cache_dir
+):
+    """`JAXRL_AUTOTUNE=off` (the suite's setting): autodiff's weight gradient and the `conv`
+    plan, no timing, no plans file."""
+
+    def no_timing(*args, **kwargs):
+        raise AssertionError("timed with the switch off")
+
+    monkeypatch.setattr(autotune, "seconds_per_step", no_timing)
+    monkeypatch.setattr(autotune, "_memory", {})
+    monkeypatch.setenv("JAXRL_AUTOTUNE", "off")
+    assert not autotune.available()
+    assert networks.weight_grad_form((128, 64), (128, 32), np.float32) == "plain"
+    plan = conv_forms.plan_for((3, 20, 20, 32), (4, 4, 32, 64), (2, 2), np.float32)
+    assert plan == conv_forms.ConvPlan()
+    assert not (xla_cache_dir / autotune.PLANS_FILE).exists()
+    monkeypatch.setenv("JAXRL_AUTOTUNE", "on")
+    assert autotune.available()
+
+
+@pytest.mark.parametrize("switch", ["JAXRL_AUTOTUNE", "JAXRL_SPEEDUPS"])
+def test_a_bad_switch_value_is_refused_in_one_line_before_any_work(switch, tmp_path):
+    """Through the CLI: exit 2, one line naming the variable and the valid values, no run
+    directory."""
+    from cli_helpers import cli
+
+    run_dir = tmp_path / "run"
+    result = cli("agent=ppo", f"log.dir={run_dir}", extra_env={switch: "fast"})
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip().splitlines() == [f"error: {switch}='fast' is not one of: on, off"]
+    assert not run_dir.exists()
