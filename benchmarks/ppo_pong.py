@@ -82,7 +82,7 @@ def report(run_dir: Path) -> str:
     config = json.loads((run_dir / "config.json").read_text())
     steps, returns = training_returns(run_dir)
     table = markdown_table(
-        ["env steps", "evaluation return (8 games)", "std", "seconds into its piece"],
+        ["env steps", "evaluation return (8 games)", "std", "training seconds so far"],
         [
             [fmt(float(r[2]), 0), fmt(float(r[3]), 2), fmt(float(r[4]), 2), fmt(float(r[5]), 0)]
             for r in rows
@@ -94,8 +94,9 @@ def report(run_dir: Path) -> str:
             "# PPO on ALE/Pong-v5 at CleanRL's budget",
             f"Run directory `{run_dir}` on {machine()}; budget "
             f"{config['budget']['env_steps']:,.0f} env steps, preset `{config.get('preset')}`. "
-            "Trained in pieces (`resume=`): the last column is each piece's own compile and run "
-            "seconds, so it starts again after a resume.",
+            "Trained in pieces (`resume=`): the last column is compile and run seconds summed "
+            "over the pieces (a resumed run carries its count on; the gaps between pieces are "
+            "not in it).",
             table,
             f"Training episodes: mean return of the last {len(last)} iterations that ended any "
             f"(to {int(steps[-1]) if len(steps) else 0:,} env steps): {np.mean(last):.1f}. "
