@@ -102,6 +102,11 @@ def machine_key() -> str:
     )
 
 
+def _machine_prefix() -> str:
+    """What every key of this machine's plans starts with (the rest names the operation)."""
+    return f"{machine_key()} | "
+
+
 def default_cache_dir() -> Path:
     """The CLI's XLA compilation cache: `$JAXRL_CACHE_DIR`, else ~/.cache/jaxrl/xla."""
     return Path(os.environ.get("JAXRL_CACHE_DIR", Path.home() / ".cache" / "jaxrl" / "xla"))
@@ -150,7 +155,7 @@ def plan(
     remembered, read from disk, or measured and stored. `forms` names each part's allowed forms;
     a stored plan that does not choose one of them for every part (an edited file, a form since
     removed) is measured again."""
-    key = f"{machine_key()} | {what}"
+    key = _machine_prefix() + what
     if key not in _memory:
         path = plans_path()
         stored = read_plans(path).get(key)
@@ -165,7 +170,7 @@ def plan(
 def forget() -> int:
     """Drop this machine's plans, so that each form is timed again at its next use (after a
     timing taken while other work loaded the CPU). Returns how many were dropped."""
-    prefix = f"{machine_key()} | "
+    prefix = _machine_prefix()
     path = plans_path()
     plans = read_plans(path)
     kept = {k: v for k, v in plans.items() if not k.startswith(prefix)}
@@ -189,7 +194,7 @@ def main(argv: list[str] | None = None) -> None:
     if parser.parse_args(argv).forget:
         print(f"{plans_path()}: dropped {forget()} plans for {machine_key()}")
         return
-    prefix = f"{machine_key()} | "
+    prefix = _machine_prefix()
     plans = read_plans(plans_path())
     mine = {k.removeprefix(prefix): v for k, v in plans.items() if k.startswith(prefix)}
     print(f"{plans_path()}: {len(mine)} plans for {machine_key()}", end="")

@@ -313,7 +313,9 @@ def plan(overrides: list[str], run_dir: str | Path | None = None) -> tuple[RunCo
     """The validated config of a single run and its directory (None: a new one under `runs/`,
     made once the run is known to be valid). `resume=<dir>` continues that run with its own
     config; the keys in `RESUMABLE` may be overridden beside it."""
-    speedups.enabled(), speedups.timing_enabled()  # a bad switch value: refused before any work
+    # A bad switch value is refused before any work (each call raises ConfigError on one).
+    speedups.enabled()
+    speedups.timing_enabled()
     resume = next((v for k, v in _key_values(overrides) if k == "resume" and v), None)
     if resume is not None:
         others = [o for o in overrides if _key(o) != "resume"]
