@@ -38,12 +38,19 @@ slices. SAC — Brax's prefill acts with the initial policy, ours with uniformly
 Brax 0.14.2 calls `jax.device_put_replicated`, which jax 0.10 removed; the Brax worker restores
 it (a copy of the tree per device along a new leading axis, what `pmap` takes).
 
-    python benchmarks/brax_trainers.py [--algo ppo sac] [--budget N] [--runs DIR] [--out PATH]
+Each (trainer, seed) run's curve is kept in benchmarks/results/brax_trainers.json, so seeds can
+be added over several sessions (a run is skipped when its curve is stored; `--runs` on a disk
+that outlives the session keeps an interrupted seed's run directory) and the report always
+covers every stored seed:
+
+    python benchmarks/brax_trainers.py [--algo ppo sac] [--seeds 1 2 3] [--budget N] [--runs DIR]
+    python benchmarks/brax_trainers.py --report      # the tables and plots from what is stored
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import json
 import os
@@ -62,6 +69,7 @@ from common import (
     eval_curves,
     finished_cli_run,
     fmt,
+    load_note,
     machine,
     markdown_table,
     repo_env,
@@ -74,7 +82,7 @@ from jaxrl.presets import PPO_BRAX_ANT
 STEPS_PER_ITERATION = 327_680  # PPO, Brax: batch size 2,048 × 32 minibatches × unroll 5
 WARMUP = 8192  # SAC: Brax's min_replay_size, our learning_starts and iteration_steps
 EVAL_EPISODES = 128
-SEED = 1  # the notebook's
+STORE = RESULTS / "brax_trainers.json"
 QUIET = ("log.tensorboard=false", "log.progress=false")
 
 
@@ -179,6 +187,7 @@ COMPARISONS = {c.algo: c for c in (PPO, SAC)}
 @dataclass
 class Curve:
     trainer: str
+    seed: int
     command: str
     steps: np.ndarray  # [evaluations]: env steps trained at each
     returns: np.ndarray  # [evaluations]: mean return of the noise-free evaluation episodes
@@ -186,6 +195,20 @@ class Curve:
     process_s: float  # the whole process, start to exit
     env_steps: int
     peak_rss_gb: float
+    load: str  # the load average around the run: other work makes its seconds loose
+
+    def to_json(self) -> dict[str, Any]:
+        fields = dataclasses.asdict(self)
+        return {k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in fields.items()}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Curve:
+        arrays = {k: np.asarray(data[k]) for k in ("steps", "returns", "wall_s")}
+        return cls(**{**data, **arrays})
+
+
+def store_key(algo: str, trainer: str, budget: int, seed: int) -> str:
+    return f"{algo} | {trainer} | budget {budget} | seed {seed}"
 
 
 def brax_network(algo: str) -> Callable[..., Any]:
@@ -206,7 +229,7 @@ def brax_network(algo: str) -> Callable[..., Any]:
     return functools.partial(sac_networks.make_sac_networks, state_dependent_std=True)
 
 
-def brax_worker(comparison: Comparison, budget: int, out: Path) -> None:
+def brax_worker(comparison: Comparison, budget: int, seed: int, out: Path) -> None:
     """Brax's trainer with the comparison's settings; writes its evaluations to `out`."""
     start = time.perf_counter()
     import jax
@@ -234,7 +257,7 @@ def brax_worker(comparison: Comparison, budget: int, out: Path) -> None:
         environment=envs.get_environment(comparison.env, backend=BACKEND),
         num_timesteps=budget,
         num_evals=comparison.num_evals(budget),
-        seed=SEED,
+        seed=seed,
         network_factory=brax_network(comparison.algo),
         progress_fn=progress,
         deterministic_eval=True,
@@ -245,50 +268,59 @@ def brax_worker(comparison: Comparison, budget: int, out: Path) -> None:
     out.write_text(json.dumps({"evaluations": evaluations, "peak_rss_gb": peak_rss_gb}))
 
 
-def run_brax(comparison: Comparison, budget: int, runs: Path) -> Curve:
-    out = runs / comparison.algo / "brax" / "evals.json"
-    args = ["--algo", comparison.algo, "--budget", str(budget)]
+def run_brax(comparison: Comparison, budget: int, seed: int, runs: Path) -> Curve:
+    out = runs / comparison.algo / "brax" / f"seed_{seed}" / "evals.json"
+    args = ["--algo", comparison.algo, "--budget", str(budget), "--seeds", str(seed)]
     cmd = [sys.executable, __file__, "--brax-worker", *args, "--out", str(out)]
-    wall_file = out.parent / "process.json"
+    process_file = out.parent / "process.json"
     if not out.exists():
         out.parent.mkdir(parents=True, exist_ok=True)
-        print(f"running Brax's {comparison.algo}.train", flush=True)
-        _, wall = run_process(f"brax {comparison.algo}.train", cmd, env=repo_env())
-        wall_file.write_text(json.dumps({"process_s": wall}))
+        print(f"running Brax's {comparison.algo}.train, seed {seed}", flush=True)
+        load_before = os.getloadavg()[0]
+        _, process_s = run_process(f"brax {comparison.algo}.train", cmd, env=repo_env())
+        load = load_note(load_before, os.getloadavg()[0])
+        process_file.write_text(json.dumps({"process_s": process_s, "load": load}))
+    process = json.loads(process_file.read_text())
     data = json.loads(out.read_text())
     steps, returns, wall_s = map(np.asarray, zip(*data["evaluations"], strict=True))
     return Curve(
-        f"Brax {comparison.algo}.train",
+        trainer_name(comparison, "brax"),
+        seed,
         f"python benchmarks/brax_trainers.py --brax-worker {' '.join(args)}",
         steps,
         returns,
         wall_s,
-        json.loads(wall_file.read_text())["process_s"],
+        process["process_s"],
         int(steps[-1]),
         data["peak_rss_gb"],
+        process["load"],
     )
 
 
-def run_ours(comparison: Comparison, budget: int, runs: Path) -> Curve:
-    run_dir = runs / comparison.algo / "jaxrl"
-    settings = [*comparison.ours, f"eval.episodes={EVAL_EPISODES}", f"seed={SEED}", *QUIET]
+def run_ours(comparison: Comparison, budget: int, seed: int, runs: Path) -> Curve:
+    run_dir = runs / comparison.algo / "jaxrl" / f"seed_{seed}"
+    settings = [*comparison.ours, f"eval.episodes={EVAL_EPISODES}", f"seed={seed}", *QUIET]
     cmd = [*settings, f"budget.env_steps={budget}", f"log.dir={run_dir}"]
-    wall_file = run_dir / "process.json"
+    process_file = run_dir / "process.json"
     fresh = not (run_dir / "summary.json").exists()
+    load_before = os.getloadavg()[0]
     t0 = time.perf_counter()
     # A cold compile, as Brax's: our CLI's persistent XLA cache pointed at an empty directory.
     with tempfile.TemporaryDirectory() as cache:
         env = repo_env(JAXRL_CACHE_DIR=cache)
         summary = finished_cli_run(f"jaxrl {comparison.algo}", cmd, run_dir, env)
     if fresh:
-        wall_file.write_text(json.dumps({"process_s": time.perf_counter() - t0}))
-    process_s = json.loads(wall_file.read_text())["process_s"]
+        load = load_note(load_before, os.getloadavg()[0])
+        process_file.write_text(json.dumps({"process_s": time.perf_counter() - t0, "load": load}))
+    process = json.loads(process_file.read_text())
+    process_s = process["process_s"]
     steps, curves = eval_curves(run_dir, ["eval_return", "elapsed_seconds"])
     # elapsed_seconds counts from the first compile; the rest of the process (imports, env and
     # agent construction, the run directory) is added so both trainers count from process start.
     startup_s = process_s - summary["compile_seconds"] - summary["run_seconds"]
     return Curve(
-        f"jaxrl {comparison.algo.upper()}",
+        trainer_name(comparison, "jaxrl"),
+        seed,
         "python -m jaxrl.run " + " ".join(cmd[:-1]),
         np.asarray(steps),
         np.asarray(curves["eval_return"][0]),
@@ -296,7 +328,17 @@ def run_ours(comparison: Comparison, budget: int, runs: Path) -> Curve:
         process_s,
         summary["env_steps"],
         summary["peak_rss_gb"],
+        process["load"],
     )
+
+
+def trainer_name(comparison: Comparison, side: str) -> str:
+    if side == "brax":
+        return f"Brax {comparison.algo}.train"
+    return f"jaxrl {comparison.algo.upper()}"
+
+
+RUNNERS = {"jaxrl": run_ours, "brax": run_brax}
 
 
 def first_reaching(curve: Curve, target: float) -> tuple[int | None, float | None]:
@@ -308,80 +350,115 @@ def first_reaching(curve: Curve, target: float) -> tuple[int | None, float | Non
 
 
 def section(comparison: Comparison, curves: list[Curve], budget: int) -> str:
-    """One comparison's table and commands: time to the locomotion target and to the return
-    both trainers reach (the lower of their best evaluations)."""
+    """One comparison's report: a row per trainer over its stored seeds, with the time to the
+    locomotion target and to the return both trainers reach (the lower of the two trainers'
+    median best evaluations), and the commands."""
     target = comparison.target
-    shared = min(float(c.returns.max()) for c in curves)
+    by_trainer: dict[str, list[Curve]] = {}
+    for c in curves:
+        by_trainer.setdefault(c.trainer, []).append(c)
+    shared = min(float(np.median([c.returns.max() for c in cs])) for cs in by_trainer.values())
     header = [
         "trainer",
-        "return at budget",
-        "best return",
-        "env steps",
-        "env steps/s (whole process)",
-        f"wall s to {target:,.0f} (env steps)",
-        f"wall s to {shared:,.0f} (env steps)",
-        "process wall s",
-        "peak RSS GB",
+        "seeds",
+        "return at budget: mean (each seed)",
+        "best return: mean",
+        "env steps/s (whole process): median",
+        f"wall s to {target:,.0f}: median (seeds reaching)",
+        f"wall s to {shared:,.0f}: median (seeds reaching)",
+        "process wall s: median",
+        "peak RSS GB: max",
     ]
 
-    def time_to(curve: Curve, value: float) -> str:
-        steps, wall = first_reaching(curve, value)
-        return "not reached" if steps is None else f"{wall:,.1f} ({steps:,})"
+    def time_to(cs: list[Curve], value: float) -> str:
+        walls = [wall for c in cs if (wall := first_reaching(c, value)[1]) is not None]
+        if not walls:
+            return f"not reached (0 of {len(cs)})"
+        return f"{np.median(walls):,.1f} ({len(walls)} of {len(cs)})"
 
-    rows = [
-        [
-            c.trainer,
-            fmt(c.returns[-1]),
-            fmt(c.returns.max()),
-            f"{c.env_steps:,}",
-            f"{c.env_steps / c.process_s:,.0f}",
-            time_to(c, target),
-            time_to(c, shared),
-            fmt(c.process_s),
-            fmt(c.peak_rss_gb, 2),
-        ]
-        for c in curves
-    ]
-    commands = "\n".join(f"* {c.trainer}: `{c.command}`" for c in curves)
+    rows = []
+    for trainer, cs in by_trainer.items():
+        finals = [float(c.returns[-1]) for c in cs]
+        rows.append(
+            [
+                trainer,
+                ", ".join(str(c.seed) for c in cs),
+                f"{fmt(np.mean(finals))} ({', '.join(fmt(f) for f in finals)})",
+                fmt(np.mean([c.returns.max() for c in cs])),
+                f"{np.median([c.env_steps / c.process_s for c in cs]):,.0f}",
+                time_to(cs, target),
+                time_to(cs, shared),
+                fmt(np.median([c.process_s for c in cs])),
+                fmt(max(c.peak_rss_gb for c in cs), 2),
+            ]
+        )
+    commands = "\n".join(
+        f"* {trainer} (seeds differ only in the seed): `{cs[0].command}`"
+        for trainer, cs in by_trainer.items()
+    )
+    loads = "\n".join(f"* {c.trainer}, seed {c.seed}: {c.load}" for c in curves)
     return (
         f"## {comparison.algo.upper()} on {comparison.env} ({BACKEND}), "
         f"`--algo {comparison.algo} --budget {budget}`\n\n"
         + markdown_table(header, rows)
         + f"\n\n{target:,.0f} needs locomotion: standing still for the 1,000 steps of an "
         f"episode earns about 1,000 (a healthy reward of 1 per step). {shared:,.0f} is the lower "
-        "of the two best evaluations, the highest return both reach.\n\n"
-        f"{commands}\n\n"
+        "of the two trainers' median best evaluations, a return both reach.\n\n"
+        f"{commands}\n\nThe load on the CPU around each run (its seconds are loose when other "
+        f"work shared the two cores):\n\n{loads}\n\n"
         f"![return against env steps and wall time](brax_trainers_{comparison.algo}.png)\n"
     )
 
 
 def plot(comparison: Comparison, curves: list[Curve], out: Path) -> None:
+    """Return against env steps and against wall time: a colour per trainer, a line per seed."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, (by_steps, by_wall) = plt.subplots(1, 2, figsize=(9, 3.2), sharey=True)
+    colours: dict[str, str] = {}
     for c in curves:
-        by_steps.plot(c.steps / 1e6, c.returns, marker=".", label=c.trainer)
-        by_wall.plot(c.wall_s / 60, c.returns, marker=".", label=c.trainer)
+        first_of_trainer = c.trainer not in colours
+        colour = colours.setdefault(c.trainer, f"C{len(colours)}")
+        label = c.trainer if first_of_trainer else None
+        by_steps.plot(c.steps / 1e6, c.returns, marker=".", color=colour, alpha=0.8, label=label)
+        by_wall.plot(c.wall_s / 60, c.returns, marker=".", color=colour, alpha=0.8)
     by_steps.set_xlabel("env steps (M)")
     by_wall.set_xlabel("wall minutes from process start")
     by_steps.set_ylabel("eval return")
     by_steps.legend()
-    fig.suptitle(f"{comparison.algo.upper()} on Brax {comparison.env} ({BACKEND}), same settings")
+    seeds = sorted({c.seed for c in curves})
+    fig.suptitle(
+        f"{comparison.algo.upper()} on Brax {comparison.env} ({BACKEND}), same settings, "
+        f"seeds {', '.join(map(str, seeds))}"
+    )
     fig.tight_layout()
     fig.savefig(out, dpi=100)
     plt.close(fig)
+
+
+def stored_curves(store: dict[str, Any], comparison: Comparison, budget: int) -> list[Curve]:
+    """The comparison's stored runs at `budget`: ours first, then Brax's, each by seed."""
+    ours = trainer_name(comparison, "jaxrl")
+    curves = [
+        Curve.from_json(data)
+        for key, data in store.items()
+        if key.startswith(f"{comparison.algo} | ") and f" | budget {budget} | " in key
+    ]
+    return sorted(curves, key=lambda c: (c.trainer != ours, c.seed))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--algo", choices=sorted(COMPARISONS), nargs="+", default=["ppo", "sac"])
     parser.add_argument("--budget", type=int, help="env steps (default: each comparison's)")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1], help="1 is the notebook's")
     parser.add_argument("--runs", type=Path, default=Path("/tmp/jaxrl_brax_trainers"))
-    parser.add_argument("--out", type=Path, default=RESULTS / "brax_trainers.md")
+    parser.add_argument("--report", action="store_true", help="only rewrite the reports")
     parser.add_argument("--brax-worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)  # the worker's evaluations
     args = parser.parse_args()
     comparisons = [COMPARISONS[algo] for algo in args.algo]
     for c in comparisons:
@@ -391,23 +468,31 @@ def main() -> None:
                 f"--budget for {c.algo} must be a multiple of {c.budget_unit:,}, at least twice it"
             )
     if args.brax_worker:
-        brax_worker(comparisons[0], args.budget, args.out)
+        brax_worker(comparisons[0], args.budget, args.seeds[0], args.out)
         return
-    sections = []
+    store = json.loads(STORE.read_text()) if STORE.exists() else {}
     for c in comparisons:
         budget = args.budget or c.budget
-        curves = [run_ours(c, budget, args.runs), run_brax(c, budget, args.runs)]
-        sections.append(section(c, curves, budget))
-        plot(c, curves, args.out.with_name(f"{args.out.stem}_{c.algo}.png"))
-    write_report(
-        "# Our PPO and SAC on Brax envs against Brax's own trainers\n\n"
-        f"`python benchmarks/brax_trainers.py` on {machine()}. Each trainer ran in its own "
-        "process, one after the other, seed 1; settings and what differs: the script's "
-        "docstring. Wall seconds count from process start (imports, compiles and evaluations "
-        "included). Returns: the mean of 128 noise-free evaluation episodes of up to 1,000 "
-        "steps.\n\n" + "\n".join(sections),
-        args.out,
-    )
+        for seed in [] if args.report else args.seeds:
+            for side, runner in RUNNERS.items():
+                key = store_key(c.algo, trainer_name(c, side), budget, seed)
+                if key not in store:
+                    store[key] = runner(c, budget, seed, args.runs).to_json()
+                    STORE.write_text(json.dumps(store, indent=1))
+        curves = stored_curves(store, c, budget)
+        if not curves:
+            print(f"{c.algo}: nothing stored at budget {budget:,}")
+            continue
+        write_report(
+            f"# Our {c.algo.upper()} on Brax {c.env} against Brax's {c.algo}.train\n\n"
+            f"`python benchmarks/brax_trainers.py --algo {c.algo}` on {machine()}. Each trainer "
+            "ran in its own process, one after the other, once per seed; settings and what "
+            "differs: the script's docstring. Wall seconds count from process start (imports, "
+            "compiles and evaluations included). Returns: the mean of 128 noise-free evaluation "
+            "episodes of up to 1,000 steps.\n\n" + section(c, curves, budget),
+            RESULTS / f"brax_trainers_{c.algo}.md",
+        )
+        plot(c, curves, RESULTS / f"brax_trainers_{c.algo}.png")
 
 
 if __name__ == "__main__":

@@ -137,7 +137,7 @@ def _write_plans(path: Path, plans: dict[str, dict[str, str]]) -> None:
         tmp.write_text(json.dumps(plans, indent=1, sort_keys=True))
         os.replace(tmp, path)
     except OSError as e:
-        warnings.warn(f"jaxrl.autotune: could not keep the plan in {path} ({e})", stacklevel=3)
+        warnings.warn(f"jaxrl.autotune: could not write {path} ({e})", stacklevel=3)
 
 
 def _names_allowed_forms(stored: object, forms: Mapping[str, Collection[str]]) -> bool:
