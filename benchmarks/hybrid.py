@@ -93,7 +93,7 @@ ROWS = [
     Row("P-DQN", PDQN, CATCH_POINT, "—"),
     Row("MP-DQN", MPDQN, CATCH_POINT, "—"),
     Row("PA-DDPG", PADDPG, CATCH_POINT, "—"),
-    Row("HyAR", HYAR, PLATFORM, "0.98"),
+    Row("HyAR", HYAR, PLATFORM, "0.98", budget=200_000),
     Row("HyAR", HYAR, GOAL, "0.78"),
     Row("HyAR", HYAR, HARD_MOVE[4], "0.93", budget=250_000),
     Row("HyAR", HYAR, HARD_MOVE[8], "0.89", budget=250_000),
