@@ -36,12 +36,16 @@ updates are the reference's.
   `max_episode_steps=200` (its old TODO), which is `MAX_EPISODE_STEPS`: a truncation for the
   vectoriser, never a termination here.
 
-Observation, float32[9]: the reference's 9 scaled features, (raw + `OBS_SHIFT`) / `OBS_SCALE`:
+Observation, float32[9]: the reference's 9 features, scaled into [0, 1] as it scales them,
+f = (raw + `OBS_SHIFT`) / `OBS_SCALE`, then mapped onto [−1, 1] as 2f − 1: the
+`ScaledStateWrapper` (`common/wrappers.py`) that both the MP-DQN repository's and HyAR's Platform
+scripts put on gym-platform (github.com/cycraig/MP-DQN, commit eec13eb, `run_platform_pdqn.py`;
+HyAR's `HyAR_RL/main_embedding_platform_td3.py`), so our agents see what theirs saw. Features:
 0 the player's x, 1 its horizontal speed, 2 the x and 3 the speed of the enemy of the platform the
 player is over (the second once x > 475), then the current platform's 4 width, 5 the next
-platform's width, 6 the gap to it, 7 its x and 8 the height difference (always 0). The reference
-observes a tuple (those features, the number of sub-steps the last action took); we observe the
-features alone, as HyAR's agents do (they drop the count), and keep the count in
+platform's width, 6 the gap to it, 7 its x and 8 the height difference (always 0, so −1). The
+reference observes a tuple (those features, the number of sub-steps the last action took); we
+observe the features alone, as HyAR's agents do (they drop the count), and keep the count in
 `PlatformState.substeps`. Ours runs in float32 (the reference in float64): trajectories agree to
 ~1e-6 (tests/envs/test_platform.py).
 """
@@ -206,13 +210,14 @@ def _substep(
 
 
 def observe(state: PlatformState) -> Array:
-    """float32[9], the reference's scaled features (module docstring)."""
+    """float32[9]: the reference's features in [0, 1], mapped onto [−1, 1] as the references'
+    agents received them (module docstring)."""
     x = state.position[0]
     enemy = (x > PLATFORM_X[1]).astype(jnp.int32)
     segment = jnp.sum(x >= jnp.asarray(PLATFORM_X[1:])).astype(jnp.int32)
     basic = jnp.stack([x, state.velocity[0], state.enemy_x[enemy], state.enemy_dx[enemy]])
     raw = jnp.concatenate([basic, jnp.asarray(PLATFORM_FEATURES)[segment]])
-    return (raw + OBS_SHIFT) / OBS_SCALE
+    return 2.0 * (raw + OBS_SHIFT) / OBS_SCALE - 1.0
 
 
 def reset(key: Key) -> tuple[PlatformState, Array]:

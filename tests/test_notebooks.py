@@ -165,8 +165,9 @@ def check_hybrid_actions(nb: nbformat.NotebookNode) -> None:
     by the notebook): random play scores ~0.16, the trained seeds' mean final eval return is well
     above the first platform (0.24), and along each choice's main latent axis the decoder reaches
     a good share of that choice's parameter range (a collapsed decoder would not). Measured on a
-    2-core AMD EPYC: random 0.163, final returns 0.911, 0.796, 0.417 (mean 0.708; seed 0 reaches
-    the goal in 75% of its episodes), coverage 0.73."""
+    2-core AMD EPYC before Platform's observation took the references' [−1, 1] scaling: random
+    0.163, final returns 0.911, 0.796, 0.417 (mean 0.708), coverage 0.73; with it the run's final
+    returns are 0.931, 0.806, 0.766 (mean 0.834)."""
     text = text_output(nb)
     assert "HYBRID seeds=3 budget=30000" in text, "the hybrid notebook's result line is missing"
     random_return = number_after(text, "random_return")

@@ -440,8 +440,9 @@ def test_hyar_learns_platform(hyar_platform_run):
     HYAR_PLATFORM; the reference's 256 units and ~11,000 random steps cost this CPU too much), 3
     seeds in one program, 30k env steps: the mean over seeds of the final evaluation return (1 is
     the goal, random play gets 0.16, the first platform ends at 0.24, the second at 0.42) reaches
-    0.35: past the first platform. Measured on a 2-core AMD EPYC: 0.911, 0.796, 0.417 (mean
-    0.708; seed 0 reached the goal in 75% of its final episodes), 258 s with the compilation.
+    0.35: past the first platform. Measured on a 2-core AMD EPYC (standard forms): 0.931,
+    0.806, 0.766 (mean 0.834); before Platform's observation took the references' [−1, 1]
+    scaling, 0.911, 0.796, 0.417. 258 s with the compilation.
     notebooks/06_hybrid_actions.ipynb is handed the same run."""
     result = hyar_platform_run
     assert result.status == "completed"

@@ -9,7 +9,9 @@ with rendering and gym removed (`cd /tmp/gym-platform-ref && python record.py`, 
 these literals). Its `np_random` draws were replaced by the draws our step makes, so that both
 sides see the same noise: action t of an episode uses key fold_in(make_key(0), t), and its
 sub-step i z = normal(fold_in(key, i), (4,)); the jump's normal(0, dev, 2) returned dev * z[0:2],
-the player's normal(0, s) s * z[2], the moving enemy's normal(0, s) s * z[3].
+the player's normal(0, s) s * z[2], the moving enemy's normal(0, s) s * z[3]. The recorded
+observations are gym-platform's features in [0, 1]; ours are those mapped onto [−1, 1] by the
+`ScaledStateWrapper` the references' Platform scripts add (`wrapped`).
 """
 
 from __future__ import annotations
@@ -101,6 +103,12 @@ ROOT = make_key(0)
 STEP = jax.jit(platform.step)
 
 
+def wrapped(features: list[float]) -> np.ndarray:
+    """gym-platform's features as the references' agents saw them: 2f − 1, the
+    `ScaledStateWrapper` over gym-platform's [0, 1] observation box."""
+    return 2.0 * np.asarray(features, np.float64) - 1.0
+
+
 def action(choice: int, parameters: list[float]) -> tuple[jax.Array, jax.Array]:
     return jnp.int32(choice), jnp.asarray(parameters, jnp.float32)
 
@@ -121,11 +129,12 @@ def play(episode: list[tuple]) -> list[tuple[PlatformState, np.ndarray, float, b
 def test_reset_matches_the_reference_and_the_formula() -> None:
     state, obs = platform.reset(ROOT)
     assert obs.dtype == jnp.float32 and obs.shape == (platform.OBS_SIZE,)
-    np.testing.assert_allclose(obs, RESET_OBS, atol=1e-7)
+    np.testing.assert_allclose(obs, wrapped(RESET_OBS), atol=2e-7)
     # x = 0 (+20) / 1055, standing still; enemy 1 at 250 - 20 walking left at full speed;
     # platform 1 (250 wide) then 275 wide after a 225 gap, at x 0, height difference 0.
     by_hand = [20 / 1055, 0, 230 / 1035, (-30 + 30) / 60, 250 / 275, 275 / 275, 225 / 235, 0, 0]
     np.testing.assert_allclose(RESET_OBS, by_hand, atol=1e-12)
+    np.testing.assert_allclose(np.asarray(obs)[[1, 5, 7, 8]], [-1, 1, -1, -1], atol=2e-7)  # 2f − 1
     np.testing.assert_array_equal(state.position, [0.0, PLATFORM_HEIGHT])
     np.testing.assert_array_equal(platform.reset(make_key(1))[1], obs)  # nothing is drawn
 
@@ -137,7 +146,7 @@ def test_trajectory_matches_the_reference(name: str) -> None:
         zip(play(episode), episode, strict=True)
     ):
         _, _, ref_reward, ref_terminated, ref_substeps, ref_obs = expected
-        np.testing.assert_allclose(obs, ref_obs, atol=2e-6, err_msg=f"{name} action {t}")
+        np.testing.assert_allclose(obs, wrapped(ref_obs), atol=4e-6, err_msg=f"{name} action {t}")
         assert reward == pytest.approx(ref_reward, abs=2e-6), (name, t)
         assert terminated == ref_terminated, (name, t)
         assert int(state.substeps) == ref_substeps < SUBSTEP_LIMIT, (name, t)
@@ -211,9 +220,9 @@ def test_platform_features_switch_as_the_reference_does() -> None:
     # At exactly x = 475 the reference shows platform 2's features but still enemy 1 (x > 475).
     for x, segment, enemy in [(474.5, 0, 0), (475.0, 1, 0), (475.5, 1, 1), (985.0, 2, 1)]:
         obs = observe(state._replace(position=jnp.array([x, PLATFORM_HEIGHT], jnp.float32)))
-        np.testing.assert_allclose(obs[4:8], segments[segment], atol=1e-7, err_msg=str(x))
-        assert obs[2] == pytest.approx(enemy_x[enemy] / 1035, abs=1e-7), x
-        assert obs[0] == pytest.approx((x + 20) / 1055, abs=1e-7), x
+        np.testing.assert_allclose(obs[4:8], wrapped(segments[segment]), atol=2e-7, err_msg=str(x))
+        assert obs[2] == pytest.approx(2 * enemy_x[enemy] / 1035 - 1, abs=2e-7), x
+        assert obs[0] == pytest.approx(2 * (x + 20) / 1055 - 1, abs=2e-7), x
 
 
 def test_jit_vmap_matches_unbatched() -> None:
@@ -238,4 +247,4 @@ def test_jit_vmap_matches_unbatched() -> None:
     np.testing.assert_array_equal(batched[3], [False, False, True, False])
     np.testing.assert_array_equal(batched[0].substeps, [20, 143, 103, 102])
     _, obs = jax.vmap(platform.CORE.reset)(keys)
-    np.testing.assert_allclose(obs, np.tile(RESET_OBS, (4, 1)), atol=1e-7)
+    np.testing.assert_allclose(obs, np.tile(wrapped(RESET_OBS), (4, 1)), atol=2e-7)
