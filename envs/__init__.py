@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from jaxrl.config import ConfigError, EnvConfig
 
 if TYPE_CHECKING:
+    from jaxrl.datatypes import Array
     from jaxrl.env import Env
 
 GYM, ALE = "gym/", "ALE/"
@@ -65,6 +66,13 @@ FOURROOMS_MAX_EPISODE_STEPS = {"FourRooms-v0": 1000}
 # HyAR (Li et al. 2022) ran them with; each env's module says where its cap comes from.
 HARDMOVE = "HardMove-v0"
 HYBRID_MAX_EPISODE_STEPS = {"Platform-v0": 200, "Goal-v0": 99, HARDMOVE: 30, "CatchPoint-v0": 25}
+
+
+def scaled_state(features: Array, low: Array | float, high: Array | float) -> Array:
+    """Features in [low, high] mapped onto [−1, 1]: the `ScaledStateWrapper` (`common/wrappers.py`)
+    that the MP-DQN and HyAR scripts put on gym-platform and gym-goal, so that `Platform-v0` and
+    `Goal-v0` observe what the references' agents saw."""
+    return 2 * (features - low) / (high - low) - 1
 
 
 def _jax_native() -> tuple[str, ...]:

@@ -59,7 +59,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from envs import HYBRID_MAX_EPISODE_STEPS
+from envs import HYBRID_MAX_EPISODE_STEPS, scaled_state
 from jaxrl.datatypes import Array, Key
 from jaxrl.env import EnvCore
 
@@ -378,7 +378,7 @@ def observe(state: GoalState) -> Array:
     vertical = jnp.where(keeper[1] < ball[1], -GOAL_WIDTH / 2, GOAL_WIDTH / 2)
     crossing = jnp.where(same_x, vertical, crossing)
     features = jnp.concatenate([raw_state(state), to_ball, crossing[None]])
-    return (2 * (features - OBS_LOW) / (OBS_HIGH - OBS_LOW) - 1).astype(jnp.float32)
+    return scaled_state(features, OBS_LOW, OBS_HIGH).astype(jnp.float32)
 
 
 def reset(key: Key) -> tuple[GoalState, Array]:

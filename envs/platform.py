@@ -58,7 +58,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from envs import HYBRID_MAX_EPISODE_STEPS
+from envs import HYBRID_MAX_EPISODE_STEPS, scaled_state
 from jaxrl.datatypes import Array, Key
 from jaxrl.env import EnvCore
 
@@ -217,7 +217,7 @@ def observe(state: PlatformState) -> Array:
     segment = jnp.sum(x >= jnp.asarray(PLATFORM_X[1:])).astype(jnp.int32)
     basic = jnp.stack([x, state.velocity[0], state.enemy_x[enemy], state.enemy_dx[enemy]])
     raw = jnp.concatenate([basic, jnp.asarray(PLATFORM_FEATURES)[segment]])
-    return 2.0 * (raw + OBS_SHIFT) / OBS_SCALE - 1.0
+    return scaled_state(raw + OBS_SHIFT, 0.0, OBS_SCALE)  # gym-platform's f, then 2f − 1
 
 
 def reset(key: Key) -> tuple[PlatformState, Array]:
