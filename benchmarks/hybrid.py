@@ -197,9 +197,8 @@ def report(store: dict[str, dict]) -> None:
                 "—" if result.get("peak_rss_gb") is None else f"{result['peak_rss_gb']:.2f}",
             ]
         )
-        note = f" {result['note']}" if "note" in result else ""  # what the command alone misses
         commands.append(
-            f"* {label(row)} ({result['machine']}; {result['load']}): `{result['command']}`{note}"
+            f"* {label(row)} ({result['machine']}; {result['load']}): `{result['command']}`"
         )
     text = "\n".join(
         [
