@@ -38,10 +38,10 @@ slices. SAC — Brax's prefill acts with the initial policy, ours with uniformly
 Brax 0.14.2 calls `jax.device_put_replicated`, which jax 0.10 removed; the Brax worker restores
 it (a copy of the tree per device along a new leading axis, what `pmap` takes).
 
-Each (trainer, seed) run's curve is kept in benchmarks/results/brax_trainers.json, so seeds can
-be added over several sessions (a run is skipped when its curve is stored; `--runs` on a disk
-that outlives the session keeps an interrupted seed's run directory) and the report always
-covers every stored seed:
+Each (trainer, seed) run's curve is kept in benchmarks/results/brax_trainers.json as soon as the
+run ends, so seeds can be added over several sessions (a run is skipped when its curve is stored;
+an interrupted run starts again, as its directory under `--runs` is not kept between sessions)
+and the report always covers every stored seed:
 
     python benchmarks/brax_trainers.py [--algo ppo sac] [--seeds 1 2 3] [--budget N] [--runs DIR]
     python benchmarks/brax_trainers.py --report      # the tables and plots from what is stored

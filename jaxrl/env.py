@@ -95,9 +95,25 @@ class VectorEnv:
         return state, TimeStep(obs, zeros_f, zeros_b, zeros_b, obs, info)
 
     def step(self, state: VectorState, action: Action, key: Key) -> tuple[VectorState, TimeStep]:
-        n = self.spec.num_envs
         # One split for both uses: each split is an RNG call in every step of a rollout.
-        step_keys, reset_keys = jax.random.split(key, (2, n))
+        step_keys, reset_keys = jax.random.split(key, (2, self.spec.num_envs))
+        return self._advance(state, action, step_keys, jax.vmap(self.core.reset)(reset_keys))
+
+    def step_restarting(
+        self, state: VectorState, action: Action, key: Key, first: tuple[Any, Array]
+    ) -> tuple[VectorState, TimeStep]:
+        """`step`, but an env whose episode ends starts again from `first` (its batched core state
+        and observation after `reset`), as Brax's AutoResetWrapper does. For rollouts that use
+        each env's first episode only (`rollout.run_episodes`): a fresh reset's key split and
+        draw in every step would be work, and compile time, spent on steps nobody counts. The
+        step keys are `step`'s, so the counted steps are the same."""
+        step_keys = jax.random.split(key, (2, self.spec.num_envs))[0]
+        return self._advance(state, action, step_keys, first)
+
+    def _advance(
+        self, state: VectorState, action: Action, step_keys: Key, restart: tuple[Any, Array]
+    ) -> tuple[VectorState, TimeStep]:
+        """One step of every env; those whose episode ends take `restart` (core state, obs)."""
         core_state, obs, reward, terminated = jax.vmap(self.core.step)(
             step_keys, state.core, action
         )
@@ -110,7 +126,7 @@ class VectorEnv:
         episode_length = state.episode_length + 1
 
         success = None if self.success is None else jax.vmap(self.success)(core_state)
-        reset_state, reset_obs = jax.vmap(self.core.reset)(reset_keys)
+        reset_state, reset_obs = restart
 
         def where_done(fresh: Array, old: Array) -> Array:
             mask = done.reshape(done.shape + (1,) * (old.ndim - 1))

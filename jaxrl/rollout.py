@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -10,7 +11,7 @@ import jax.numpy as jnp
 
 from jaxrl import normalize
 from jaxrl.datatypes import Array, Key, PyTree
-from jaxrl.env import Env
+from jaxrl.env import Env, VectorEnv
 from jaxrl.normalize import RunningStats
 
 Policy = Callable[[Array, Key], Array]  # (batched obs, key) -> batched action
@@ -45,6 +46,9 @@ def run_episodes(
     obs_dim = env.spec.observation_space.shape
     reset_key, loop_key = jax.random.split(key)
     env_state, ts = env.reset(reset_key)
+    step = env.step
+    if isinstance(env, VectorEnv):  # what follows an episode's end is never counted here
+        step = functools.partial(env.step_restarting, first=(env_state.core, ts.obs))
 
     def cond(carry):
         _, _, alive, *_, t, _, _ = carry
@@ -58,7 +62,7 @@ def run_episodes(
             action = policy(obs, act_key)
         else:
             action, memory = policy(obs, act_key, memory)
-        env_state, ts = env.step(env_state, action, step_key)
+        env_state, ts = step(env_state, action, step_key)
         ended = alive & ts.info["episode_done"]
         returns = jnp.where(ended, ts.info["episode_return"], returns)
         lengths = jnp.where(ended, ts.info["episode_length"], lengths)

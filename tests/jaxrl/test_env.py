@@ -181,6 +181,34 @@ def test_same_step_auto_reset() -> None:
     np.testing.assert_array_equal(np.stack([s.core.tag for s in r.states]), obs[..., 1:])
 
 
+def test_step_restarting_starts_ended_episodes_from_the_first_state() -> None:
+    """`step_restarting` (run_episodes' step): the same rewards, flags and statistics as `step`,
+    but an env whose episode ends takes the first reset's state and observation (counter 0 and
+    that episode's tag) instead of a fresh draw."""
+    r = _rollout(4, ACTIONS, steps=8)
+    j = _counter_env(len(ACTIONS), 4)
+    key = jax.random.key(0)
+    state, first_ts = j.reset(key)
+    step = jax.jit(lambda s, a, k: j.env.step_restarting(s, a, k, (state.core, first_ts.obs)))
+    action = jnp.asarray(ACTIONS, jnp.int32)
+    timesteps = []
+    for t in range(8):
+        state, ts = step(state, action, jax.random.fold_in(key, t + 1))
+        timesteps.append(jax.device_get(ts))
+        np.testing.assert_array_equal(state.core.tag, first_ts.obs[:, 1:])
+    restarted = jax.tree.map(lambda *xs: np.stack(xs), *timesteps)
+    for name in ("reward", "terminated", "truncated"):
+        np.testing.assert_array_equal(getattr(restarted, name), getattr(r.ts, name))
+    for name, value in r.ts.info.items():
+        np.testing.assert_array_equal(restarted.info[name], value)
+    # Every episode is the first one again: its tag in both observations, counters as `step`'s.
+    tags = np.broadcast_to(np.asarray(first_ts.obs)[:, 1:], restarted.obs[..., 1:].shape)
+    np.testing.assert_array_equal(restarted.final_obs[..., 0], FINAL_COUNT)
+    np.testing.assert_array_equal(restarted.obs[..., 0], FINAL_COUNT * ~DONE)
+    np.testing.assert_array_equal(restarted.final_obs[..., 1:], tags)
+    np.testing.assert_array_equal(restarted.obs[..., 1:], tags)
+
+
 def test_episode_statistics() -> None:
     """info["episode_done"] marks ends; return and length there are the hand-computed sums."""
     r = _rollout(4, ACTIONS, steps=8)

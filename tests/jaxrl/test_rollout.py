@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from functools import cache
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -16,7 +17,7 @@ import numpy as np
 
 import envs
 from jaxrl.config import EnvConfig
-from jaxrl.datatypes import Array, Box, Discrete, EnvSpec, Key
+from jaxrl.datatypes import Array, Box, Discrete, EnvSpec, Key, TimeStep
 from jaxrl.env import EnvCore, VectorEnv, random_actions
 from jaxrl.rollout import Episodes, run_episodes
 
@@ -130,3 +131,45 @@ def test_cartpole_random_policy() -> None:
     assert float(ep.obs_stats.count) == ep.lengths.sum()
     # CartPole starts within ±0.05 and the pole falls at ±0.21 rad: the acted-on mean is small.
     assert np.all(np.abs(ep.obs_stats.mean[[0, 2]]) < 0.21)
+
+
+@dataclasses.dataclass(frozen=True)
+class _AnyEnv:
+    """An `Env` that is not a `VectorEnv`: run_episodes steps it with its auto-resetting `step`."""
+
+    inner: VectorEnv
+
+    @property
+    def spec(self) -> EnvSpec:
+        return self.inner.spec
+
+    def reset(self, key: Key) -> tuple[Any, TimeStep]:
+        return self.inner.reset(key)
+
+    def step(self, state: Any, action: Array, key: Key) -> tuple[Any, TimeStep]:
+        return self.inner.step(state, action, key)
+
+    def with_num_envs(self, num_envs: int) -> _AnyEnv:
+        return _AnyEnv(self.inner.with_num_envs(num_envs))
+
+
+def test_restarting_a_vector_env_leaves_the_episodes_unchanged() -> None:
+    """On a `VectorEnv` run_episodes restarts ended envs from their first state instead of drawing
+    fresh resets; the counted episodes are bit for bit those of the auto-resetting `step`, here
+    with rewards and resets drawn from the keys and a random policy."""
+
+    def reset(key: Key) -> tuple[Array, Array]:
+        count = jax.random.uniform(key, (), maxval=3.0)
+        return count, _obs(count)
+
+    def step(key: Key, count: Array, action: Array) -> tuple[Array, Array, Array, Array]:
+        count = count + action.astype(jnp.float32)
+        return count, _obs(count), jax.random.uniform(key) + count, count >= 10.0
+
+    env = VectorEnv(EnvCore(reset, step), _toy_env(16, 12).spec)
+    policy = lambda obs, k: random_actions(env.spec, k)
+    run = lambda e: jax.device_get(jax.jit(lambda k: run_episodes(e, policy, k))(jax.random.key(5)))
+    restarted, stepped = run(env), run(_AnyEnv(env))
+    assert len(set(stepped.lengths.tolist())) > 2  # episodes of several lengths ended and restarted
+    for a, b in zip(jax.tree.leaves(restarted), jax.tree.leaves(stepped), strict=True):
+        np.testing.assert_array_equal(a, b)
