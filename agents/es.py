@@ -279,10 +279,13 @@ def evaluate_pair(
     """Both members of one antithetic pair, each over its episodes: (mean return, env steps
     counted, loop steps computed, observation statistics), each with a leading [2] for ±ε."""
     eps = pair_noise(noise_key, pair, setup.num_params)
-    # Both signs see the same episodes. The key is given to each sign (not closed over) so
-    # that a host env builds one pool per member rather than sharing one.
+    # Both signs see the same episodes. A host env is given the key once per sign, so that it
+    # builds one pool per member rather than sharing one; a compiled env's reset is drawn once
+    # for both (the same numbers, one draw less to run and to compile).
     pair_env_key = jax.random.fold_in(env_key, pair)
-    pair_env_keys = jnp.stack([pair_env_key, pair_env_key])  # raw or typed keys alike
+    per_sign = setup.member_env.spec.family == "host"
+    if per_sign:
+        pair_env_key = jnp.stack([pair_env_key, pair_env_key])  # raw or typed keys alike
 
     def member(sign: Array, member_env_key: Key):
         theta = state.theta + sign * sigma * eps
@@ -296,7 +299,8 @@ def evaluate_pair(
             episodes.obs_stats,
         )
 
-    return jax.vmap(member)(jnp.array([1.0, -1.0], jnp.float32), pair_env_keys)
+    signs = jnp.array([1.0, -1.0], jnp.float32)
+    return jax.vmap(member, in_axes=(0, 0 if per_sign else None))(signs, pair_env_key)
 
 
 def evaluate_local(
