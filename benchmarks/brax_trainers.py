@@ -23,8 +23,9 @@ replay of 1,048,576, 8,192 transitions before learning). On both sides:
   default 4×32 policy and 5×256 value swish MLPs cost several times the compute per sample);
 * SAC: Brax's 256-256 ReLU networks and tanh-squashed Gaussian, with a state-dependent std as
   ours (`state_dependent_std=True`; Brax 0.14's default is one std for all states); no
-  observation normalisation (our SAC has none; the notebook turns Brax's on); H̄ = −0.5·|A|, α₀ = 1
-  and one learning rate for actor, critics and α, as Brax;
+  observation normalisation (our SAC has none; the notebook turns Brax's on); H̄ = −0.5·|A|, α₀ = 1,
+  the notebook's learning rate for actor and critics and Brax's fixed Adam 3e-4 for α
+  (`brax/training/agents/sac/train.py`: `alpha_optimizer = optax.adam(learning_rate=3e-4)`);
 * evaluation: 128 noise-free episodes (Brax: `deterministic_eval=True`, 128 eval envs), every two
   PPO iterations and every 8,192 SAC env steps.
 
@@ -55,6 +56,7 @@ import functools
 import json
 import os
 import resource
+import shutil
 import sys
 import tempfile
 import time
@@ -175,7 +177,7 @@ SAC = Comparison(
         "agent.gamma=0.997",
         "agent.actor_lr=6e-4",
         "agent.critic_lr=6e-4",
-        "agent.alpha_lr=6e-4",
+        "agent.alpha_lr=3e-4",
         "agent.reward_scale=30",
         "agent.target_entropy=-1.5",  # Brax: −0.5 × the action size
         "eval.every=1",
@@ -297,10 +299,19 @@ def run_brax(comparison: Comparison, budget: int, seed: int, runs: Path) -> Curv
     )
 
 
-def run_ours(comparison: Comparison, budget: int, seed: int, runs: Path) -> Curve:
-    run_dir = runs / comparison.algo / "jaxrl" / f"seed_{seed}"
+def ours_args(comparison: Comparison, budget: int, seed: int) -> list[str]:
+    """Our run's CLI overrides, but its directory (the command stored with its curve)."""
     settings = [*comparison.ours, f"eval.episodes={EVAL_EPISODES}", f"seed={seed}", *QUIET]
-    cmd = [*settings, f"budget.env_steps={budget}", f"log.dir={run_dir}"]
+    return [*settings, f"budget.env_steps={budget}"]
+
+
+def ours_run_dir(comparison: Comparison, seed: int, runs: Path) -> Path:
+    return runs / comparison.algo / "jaxrl" / f"seed_{seed}"
+
+
+def run_ours(comparison: Comparison, budget: int, seed: int, runs: Path) -> Curve:
+    run_dir = ours_run_dir(comparison, seed, runs)
+    cmd = [*ours_args(comparison, budget, seed), f"log.dir={run_dir}"]
     process_file = run_dir / "process.json"
     fresh = not (run_dir / "summary.json").exists()
     load_before = os.getloadavg()[0]
@@ -476,6 +487,11 @@ def main() -> None:
         for seed in [] if args.report else args.seeds:
             for side, runner in RUNNERS.items():
                 key = store_key(c.algo, trainer_name(c, side), budget, seed)
+                ours = "python -m jaxrl.run " + " ".join(ours_args(c, budget, seed))
+                if side == "jaxrl" and key in store and store[key]["command"] != ours:
+                    print(f"{key}: stored with other settings, trained again", flush=True)
+                    del store[key]
+                    shutil.rmtree(ours_run_dir(c, seed, args.runs), ignore_errors=True)
                 if key not in store:
                     store[key] = runner(c, budget, seed, args.runs).to_json()
                     STORE.write_text(json.dumps(store, indent=1))
