@@ -300,9 +300,14 @@ def run_brax(comparison: Comparison, budget: int, seed: int, runs: Path) -> Curv
 
 
 def ours_args(comparison: Comparison, budget: int, seed: int) -> list[str]:
-    """Our run's CLI overrides, but its directory (the command stored with its curve)."""
+    """Our run's CLI overrides, but its directory."""
     settings = [*comparison.ours, f"eval.episodes={EVAL_EPISODES}", f"seed={seed}", *QUIET]
     return [*settings, f"budget.env_steps={budget}"]
+
+
+def ours_command(comparison: Comparison, budget: int, seed: int) -> str:
+    """The command stored with our run's curve: a stored curve with another is stale."""
+    return "python -m jaxrl.run " + " ".join(ours_args(comparison, budget, seed))
 
 
 def ours_run_dir(comparison: Comparison, seed: int, runs: Path) -> Path:
@@ -332,7 +337,7 @@ def run_ours(comparison: Comparison, budget: int, seed: int, runs: Path) -> Curv
     return Curve(
         trainer_name(comparison, "jaxrl"),
         seed,
-        "python -m jaxrl.run " + " ".join(cmd[:-1]),
+        ours_command(comparison, budget, seed),
         np.asarray(steps),
         np.asarray(curves["eval_return"][0]),
         np.asarray(curves["elapsed_seconds"][0]) + startup_s,
@@ -487,8 +492,8 @@ def main() -> None:
         for seed in [] if args.report else args.seeds:
             for side, runner in RUNNERS.items():
                 key = store_key(c.algo, trainer_name(c, side), budget, seed)
-                ours = "python -m jaxrl.run " + " ".join(ours_args(c, budget, seed))
-                if side == "jaxrl" and key in store and store[key]["command"] != ours:
+                stale = key in store and store[key]["command"] != ours_command(c, budget, seed)
+                if side == "jaxrl" and stale:
                     print(f"{key}: stored with other settings, trained again", flush=True)
                     del store[key]
                     shutil.rmtree(ours_run_dir(c, seed, args.runs), ignore_errors=True)
