@@ -83,6 +83,7 @@ from jaxrl.presets import PPO_BRAX_ANT
 
 STEPS_PER_ITERATION = 327_680  # PPO, Brax: batch size 2,048 × 32 minibatches × unroll 5
 WARMUP = 8192  # SAC: Brax's min_replay_size, our learning_starts and iteration_steps
+UNRECORDED_MACHINE = "AMD EPYC, 2 cores (CPU generation not recorded)"  # curves stored before it
 EVAL_EPISODES = 128
 STORE = RESULTS / "brax_trainers.json"
 QUIET = ("log.tensorboard=false", "log.progress=false")
@@ -198,6 +199,9 @@ class Curve:
     env_steps: int
     peak_rss_gb: float
     load: str  # the load average around the run: other work makes its seconds loose
+    # Where it ran (`common.machine`): sessions land on CPUs of different speed, so only curves
+    # from one machine compare in seconds.
+    machine: str = UNRECORDED_MACHINE
 
     def to_json(self) -> dict[str, Any]:
         fields = dataclasses.asdict(self)
@@ -296,6 +300,7 @@ def run_brax(comparison: Comparison, budget: int, seed: int, runs: Path) -> Curv
         int(steps[-1]),
         data["peak_rss_gb"],
         process["load"],
+        machine(),
     )
 
 
@@ -345,6 +350,7 @@ def run_ours(comparison: Comparison, budget: int, seed: int, runs: Path) -> Curv
         summary["env_steps"],
         summary["peak_rss_gb"],
         process["load"],
+        machine(),
     )
 
 
@@ -412,7 +418,7 @@ def section(comparison: Comparison, curves: list[Curve], budget: int) -> str:
         f"* {trainer} (seeds differ only in the seed): `{cs[0].command}`"
         for trainer, cs in by_trainer.items()
     )
-    loads = "\n".join(f"* {c.trainer}, seed {c.seed}: {c.load}" for c in curves)
+    loads = "\n".join(f"* {c.trainer}, seed {c.seed}: {c.machine}; {c.load}" for c in curves)
     return (
         f"## {comparison.algo.upper()} on {comparison.env} ({BACKEND}), "
         f"`--algo {comparison.algo} --budget {budget}`\n\n"
@@ -420,8 +426,9 @@ def section(comparison: Comparison, curves: list[Curve], budget: int) -> str:
         + f"\n\n{target:,.0f} needs locomotion: standing still for the 1,000 steps of an "
         f"episode earns about 1,000 (a healthy reward of 1 per step). {shared:,.0f} is the lower "
         "of the two trainers' median best evaluations, a return both reach.\n\n"
-        f"{commands}\n\nThe load on the CPU around each run (its seconds are loose when other "
-        f"work shared the two cores):\n\n{loads}\n\n"
+        f"{commands}\n\nThe machine of each run and the load on its CPU around the run (its "
+        "seconds are loose when other work shared the two cores; seconds compare between runs "
+        f"on one machine):\n\n{loads}\n\n"
         f"![return against env steps and wall time](brax_trainers_{comparison.algo}.png)\n"
     )
 
@@ -506,8 +513,9 @@ def main() -> None:
             continue
         write_report(
             f"# Our {c.algo.upper()} on Brax {c.env} against Brax's {c.algo}.train\n\n"
-            f"`python benchmarks/brax_trainers.py --algo {c.algo}` on {machine()}. Each trainer "
-            "ran in its own process, one after the other, once per seed; settings and what "
+            f"`python benchmarks/brax_trainers.py --algo {c.algo}`. For each seed both trainers "
+            "ran in their own processes, one after the other on one machine (named below with "
+            "each run); settings and what "
             "differs: the script's docstring. Wall seconds count from process start (imports, "
             "compiles and evaluations included). Returns: the mean of 128 noise-free evaluation "
             "episodes of up to 1,000 steps.\n\n" + section(c, curves, budget),

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -65,19 +64,14 @@ PUREJAXRL_DQN_CARTPOLE = [
 
 
 def machine(load: bool = False) -> str:
-    """CPU model, usable cores and JAX backend (and the accelerator's name, if any), e.g. 'AMD
-    EPYC, 2 cores, jax 0.10.2 cpu'; with `load`, the current 1-minute load average appended
-    (', load 1.0')."""
+    """CPU model (`autotune.cpu_model`), usable cores and JAX backend (and the accelerator's name,
+    if any), e.g. 'AMD EPYC (family 26, model 2, AVX-512), 2 cores, jax 0.10.2 cpu'; with `load`,
+    the current 1-minute load average appended (', load 1.0')."""
     import jax
 
-    model = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    from jaxrl.autotune import cpu_model
+
+    model = cpu_model()
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     where = f"{model}, {cores} cores, jax {jax.__version__} {jax.default_backend()}"
     if jax.default_backend() != "cpu":

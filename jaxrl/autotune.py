@@ -34,6 +34,8 @@ from jaxrl.datatypes import Array
 MARGIN = 0.85
 TIMING_REPEATS = 3
 PLANS_FILE = "jaxrl_plans.json"  # no XLA cache suffix: the cache's eviction leaves it alone
+# /proc/cpuinfo flags, widest first: the vector width XLA:CPU and its kernels can use.
+VECTOR_ISAS = (("avx512f", "AVX-512"), ("avx2", "AVX2"), ("avx", "AVX"), ("asimd", "NEON"))
 
 _memory: dict[str, dict[str, str]] = {}
 
@@ -86,18 +88,36 @@ def seconds_per_step(
     return {name: seconds / length for name, seconds in best.items()}
 
 
+def cpu_model(cpuinfo: str | None = None) -> str:
+    """The CPU's model name with its family, model number and widest vector instructions, e.g.
+    'AMD EPYC (family 26, model 2, AVX-512)'. Why: virtual machines often report only 'AMD EPYC'
+    or 'Intel Xeon' as the name, which covers CPU generations whose fastest forms and timings
+    differ (an AVX-512 Zen 5 against an AVX2 Zen 3). `cpuinfo`: /proc/cpuinfo's text, read when
+    None; without it, the platform's processor name alone."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return platform.processor() or platform.machine()
+    fields: dict[str, str] = {}
+    for line in cpuinfo.splitlines():
+        name, _, value = line.partition(":")
+        fields.setdefault(name.strip(), value.strip())
+    model = fields.get("model name") or platform.processor() or platform.machine()
+    flags = set((fields.get("flags") or fields.get("Features", "")).split())  # x86, ARM
+    isa = next((label for flag, label in VECTOR_ISAS if flag in flags), None)
+    details = [
+        f"{label} {fields[key]}"
+        for key, label in (("cpu family", "family"), ("model", "model"))
+        if key in fields
+    ] + ([isa] if isa else [])
+    return f"{model} ({', '.join(details)})" if details else model
+
+
 def machine_key() -> str:
     """What decides the timings: the CPU model, its thread count, the compiler and its flags."""
-    model = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.partition(":")[2].strip()
-                break
-    except OSError:
-        pass
     flags = os.environ.get("XLA_FLAGS", "").strip()
-    return f"{model}, {os.cpu_count()} threads, jax {jax.__version__}" + (
+    return f"{cpu_model()}, {os.cpu_count()} threads, jax {jax.__version__}" + (
         f", XLA_FLAGS {flags}" if flags else ""
     )
 

@@ -92,6 +92,31 @@ def test_the_machine_key_names_the_cpu_threads_jax_and_xla_flags(monkeypatch):
     assert "XLA_FLAGS" not in autotune.machine_key()
 
 
+ZEN5 = """processor\t: 0
+vendor_id\t: AuthenticAMD
+cpu family\t: 26
+model\t\t: 2
+model name\t: AMD EPYC
+flags\t\t: fpu sse2 avx fma avx2 avx512f avx512bw
+
+processor\t: 1
+cpu family\t: 26
+model\t\t: 2
+model name\t: AMD EPYC
+flags\t\t: fpu sse2 avx fma avx2 avx512f avx512bw
+"""
+
+
+def test_the_cpu_model_tells_generations_that_share_a_name_apart():
+    # Both report 'AMD EPYC' as the name: family, model and vector width separate them.
+    assert autotune.cpu_model(ZEN5) == "AMD EPYC (family 26, model 2, AVX-512)"
+    zen3 = ZEN5.replace("26", "25").replace("model\t\t: 2", "model\t\t: 1")
+    zen3 = zen3.replace(" avx512f avx512bw", "")
+    assert autotune.cpu_model(zen3) == "AMD EPYC (family 25, model 1, AVX2)"
+    # An ARM CPU's /proc/cpuinfo has no model name or family; its features name the vectors.
+    assert autotune.cpu_model("processor\t: 0\nFeatures\t: fp asimd\n").endswith(" (NEON)")
+
+
 def test_plans_are_kept_in_the_cli_cache_when_no_xla_cache_is_set(monkeypatch, tmp_path):
     before = jax.config.jax_compilation_cache_dir
     monkeypatch.setenv("JAXRL_CACHE_DIR", str(tmp_path / "xla"))
