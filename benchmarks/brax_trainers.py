@@ -45,6 +45,7 @@ an interrupted run starts again, as its directory under `--runs` is not kept bet
 and the report always covers every stored seed:
 
     python benchmarks/brax_trainers.py [--algo ppo sac] [--seeds 1 2 3] [--budget N] [--runs DIR]
+                                       [--retrain]  # stored seeds trained again, here
     python benchmarks/brax_trainers.py --report      # the tables and plots from what is stored
 """
 
@@ -275,7 +276,7 @@ def brax_worker(comparison: Comparison, budget: int, seed: int, out: Path) -> No
 
 
 def run_brax(comparison: Comparison, budget: int, seed: int, runs: Path) -> Curve:
-    out = runs / comparison.algo / "brax" / f"seed_{seed}" / "evals.json"
+    out = run_dir(comparison, "brax", seed, runs) / "evals.json"
     args = ["--algo", comparison.algo, "--budget", str(budget), "--seeds", str(seed)]
     cmd = [sys.executable, __file__, "--brax-worker", *args, "--out", str(out)]
     process_file = out.parent / "process.json"
@@ -315,27 +316,30 @@ def ours_command(comparison: Comparison, budget: int, seed: int) -> str:
     return "python -m jaxrl.run " + " ".join(ours_args(comparison, budget, seed))
 
 
-def ours_run_dir(comparison: Comparison, seed: int, runs: Path) -> Path:
-    return runs / comparison.algo / "jaxrl" / f"seed_{seed}"
+def run_dir(comparison: Comparison, side: str, seed: int, runs: Path) -> Path:
+    """Where a trainer's run of a seed keeps its files ("jaxrl" or "brax")."""
+    return runs / comparison.algo / side / f"seed_{seed}"
 
 
 def run_ours(comparison: Comparison, budget: int, seed: int, runs: Path) -> Curve:
-    run_dir = ours_run_dir(comparison, seed, runs)
-    cmd = [*ours_args(comparison, budget, seed), f"log.dir={run_dir}"]
-    process_file = run_dir / "process.json"
-    fresh = not (run_dir / "summary.json").exists()
+    directory = run_dir(comparison, "jaxrl", seed, runs)
+    cmd = [*ours_args(comparison, budget, seed), f"log.dir={directory}"]
+    process_file = directory / "process.json"
+    fresh = not (directory / "summary.json").exists()
+    if fresh:  # an interrupted run starts again from nothing: its seconds must be a whole run's
+        shutil.rmtree(directory, ignore_errors=True)
     load_before = os.getloadavg()[0]
     t0 = time.perf_counter()
     # A cold compile, as Brax's: our CLI's persistent XLA cache pointed at an empty directory.
     with tempfile.TemporaryDirectory() as cache:
         env = repo_env(JAXRL_CACHE_DIR=cache)
-        summary = finished_cli_run(f"jaxrl {comparison.algo}", cmd, run_dir, env)
+        summary = finished_cli_run(f"jaxrl {comparison.algo}", cmd, directory, env)
     if fresh:
         load = load_note(load_before, os.getloadavg()[0])
         process_file.write_text(json.dumps({"process_s": time.perf_counter() - t0, "load": load}))
     process = json.loads(process_file.read_text())
     process_s = process["process_s"]
-    steps, curves = eval_curves(run_dir, ["eval_return", "elapsed_seconds"])
+    steps, curves = eval_curves(directory, ["eval_return", "elapsed_seconds"])
     # elapsed_seconds counts from the first compile; the rest of the process (imports, env and
     # agent construction, the run directory) is added so both trainers count from process start.
     startup_s = process_s - summary["compile_seconds"] - summary["run_seconds"]
@@ -480,6 +484,12 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[1], help="1 is the notebook's")
     parser.add_argument("--runs", type=Path, default=Path("/tmp/jaxrl_brax_trainers"))
     parser.add_argument("--report", action="store_true", help="only rewrite the reports")
+    parser.add_argument(
+        "--retrain",
+        action="store_true",
+        help="train the seeds again even where stored, replacing their curves (e.g. on the "
+        "machine of the other seeds)",
+    )
     parser.add_argument("--brax-worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)  # the worker's evaluations
     args = parser.parse_args()
@@ -502,8 +512,9 @@ def main() -> None:
                 stale = key in store and store[key]["command"] != ours_command(c, budget, seed)
                 if side == "jaxrl" and stale:
                     print(f"{key}: stored with other settings, trained again", flush=True)
+                if key in store and (args.retrain or (side == "jaxrl" and stale)):
                     del store[key]
-                    shutil.rmtree(ours_run_dir(c, seed, args.runs), ignore_errors=True)
+                    shutil.rmtree(run_dir(c, side, seed, args.runs), ignore_errors=True)
                 if key not in store:
                     store[key] = runner(c, budget, seed, args.runs).to_json()
                     STORE.write_text(json.dumps(store, indent=1))
