@@ -228,12 +228,16 @@ def update(
     updates, critic_opt_state = txs.critic.update(grads, state.critic_opt_state)
     critic_params = optax.apply_updates(state.critic_params, updates)
 
-    def loss_of_actor(params: PyTree) -> tuple[Array, Array]:
-        new_action, log_prob = nets.sample(params, batch.obs, pi_key)
-        q_new = critics(critic_params, batch.obs, new_action)
-        return actor_loss(alpha, log_prob, q_new), log_prob
+    def loss_of_actor(params: PyTree) -> tuple[Array, tuple[Array, TanhGaussian]]:
+        policy = nets.policy(params, batch.obs)
+        raw = policy.sample(pi_key)
+        log_prob = policy.log_prob(raw)
+        q_new = critics(critic_params, batch.obs, policy.env_action(raw))
+        return actor_loss(alpha, log_prob, q_new), (log_prob, policy)
 
-    (pi_loss, log_prob), grads = jax.value_and_grad(loss_of_actor, has_aux=True)(state.actor_params)
+    (pi_loss, (log_prob, policy)), grads = jax.value_and_grad(loss_of_actor, has_aux=True)(
+        state.actor_params
+    )
     updates, actor_opt_state = txs.actor.update(grads, state.actor_opt_state)
     actor_params = optax.apply_updates(state.actor_params, updates)
 
@@ -259,6 +263,10 @@ def update(
         "alpha": alpha,
         "entropy": -log_prob.mean(),
         "q_mean": q.mean(),
+        # What the entropy alone hides: a wide Gaussian around saturated means samples both
+        # ends of the box, while the noise-free action tanh(mean) sits at one of them.
+        "policy_log_std": policy.log_std.mean(),
+        "policy_mean_abs": jnp.abs(policy.mean).mean(),
     }
 
 

@@ -19,6 +19,7 @@ from learning import assert_mean_at_least
 
 import envs
 from agents.sac import (
+    LOG_STD_BOUNDS,
     SACConfig,
     SACNetworks,
     actor_loss,
@@ -158,6 +159,24 @@ def test_one_update_moves_alpha_and_targets_as_computed(small):
         jax.tree.leaves(state1.target_critic_params), jax.tree.leaves(expected), strict=True
     ):
         np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+
+
+def test_the_policy_metrics_are_the_actors_outputs_on_the_batch(small):
+    """policy_log_std and policy_mean_abs are the means of the actor's log σ (clipped to its
+    bounds) and |pre-tanh mean| over the update's batch, with the parameters before the step. A
+    log-std output pushed past the upper bound reads as the bound."""
+    state = small.learner.init(make_key(0))
+    batch = random_batch(make_key(1))
+    mean, log_std = small.nets.actor.apply(state.actor_params, batch.obs)
+    _, metrics = small.update(state, batch, make_key(2))
+    np.testing.assert_allclose(metrics["policy_log_std"], np.mean(log_std), rtol=1e-5)
+    np.testing.assert_allclose(metrics["policy_mean_abs"], np.mean(np.abs(mean)), rtol=1e-5)
+    # The log-std head's bias raised by 100: every output sits on LOG_STD_BOUNDS' upper end.
+    head = state.actor_params["params"]["Dense_1"]
+    raised = {**head, "bias": head["bias"] + 100.0}
+    params = {"params": {**state.actor_params["params"], "Dense_1": raised}}
+    _, metrics = small.update(state._replace(actor_params=params), batch, make_key(2))
+    np.testing.assert_allclose(metrics["policy_log_std"], LOG_STD_BOUNDS[1])
 
 
 def test_target_entropy_defaults_to_minus_the_action_dimensions(small):
