@@ -93,7 +93,7 @@ def cpu_model(cpuinfo: str | None = None) -> str:
     'AMD EPYC (family 26, model 2, AVX-512)'. Why: virtual machines often report only 'AMD EPYC'
     or 'Intel Xeon' as the name, which covers CPU generations whose fastest forms and timings
     differ (an AVX-512 Zen 5 against an AVX2 Zen 3). `cpuinfo`: /proc/cpuinfo's text, read when
-    None; without it, the platform's processor name alone."""
+    None; where that file cannot be read, the platform's processor name alone."""
     if cpuinfo is None:
         try:
             cpuinfo = Path("/proc/cpuinfo").read_text()
