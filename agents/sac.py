@@ -136,9 +136,13 @@ class SACNetworks(NamedTuple):
 
     def sample(self, params: PyTree, obs: Array, key: Key) -> tuple[Array, Array]:
         """A normalised action ã ~ π(·|s) (reparameterised) and log π(ã|s)."""
-        dist = self.policy(params, obs)
-        raw = dist.sample(key)
-        return dist.env_action(raw), dist.log_prob(raw)
+        return self.draw(self.policy(params, obs), key)
+
+    @staticmethod
+    def draw(policy: TanhGaussian, key: Key) -> tuple[Array, Array]:
+        """`sample` from a policy already computed (the actor step also logs its mean and σ)."""
+        raw = policy.sample(key)
+        return policy.env_action(raw), policy.log_prob(raw)
 
 
 def sac_networks(cfg: SACConfig, spec: EnvSpec) -> SACNetworks:
@@ -230,9 +234,8 @@ def update(
 
     def loss_of_actor(params: PyTree) -> tuple[Array, tuple[Array, TanhGaussian]]:
         policy = nets.policy(params, batch.obs)
-        raw = policy.sample(pi_key)
-        log_prob = policy.log_prob(raw)
-        q_new = critics(critic_params, batch.obs, policy.env_action(raw))
+        new_action, log_prob = nets.draw(policy, pi_key)
+        q_new = critics(critic_params, batch.obs, new_action)
         return actor_loss(alpha, log_prob, q_new), (log_prob, policy)
 
     (pi_loss, (log_prob, policy)), grads = jax.value_and_grad(loss_of_actor, has_aux=True)(

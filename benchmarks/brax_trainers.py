@@ -509,10 +509,15 @@ def main() -> None:
         for seed in [] if args.report else args.seeds:
             for side, runner in RUNNERS.items():
                 key = store_key(c.algo, trainer_name(c, side), budget, seed)
-                stale = key in store and store[key]["command"] != ours_command(c, budget, seed)
-                if side == "jaxrl" and stale:
+                stored = store.get(key)
+                stale = (
+                    side == "jaxrl"
+                    and stored is not None
+                    and stored["command"] != ours_command(c, budget, seed)
+                )
+                if stale:
                     print(f"{key}: stored with other settings, trained again", flush=True)
-                if key in store and (args.retrain or (side == "jaxrl" and stale)):
+                if stored is not None and (args.retrain or stale):
                     del store[key]
                     shutil.rmtree(run_dir(c, side, seed, args.runs), ignore_errors=True)
                 if key not in store:

@@ -100,7 +100,8 @@ def cpu_model(cpuinfo: str | None = None) -> str:
         except OSError:
             return platform.processor() or platform.machine()
     fields: dict[str, str] = {}
-    for line in cpuinfo.splitlines():
+    first_processor = cpuinfo.split("\n\n", 1)[0]  # every block repeats these fields
+    for line in first_processor.splitlines():
         name, _, value = line.partition(":")
         fields.setdefault(name.strip(), value.strip())
     model = fields.get("model name") or platform.processor() or platform.machine()
