@@ -478,6 +478,8 @@ def learn(
         0,
     )
 
+    # Jitted so that the trace for the metrics' shapes is the one the loop reuses.
+    @partial(jax.jit, inline=True)
     def one_update(ls: PyTree, i: Array):
         sample_key, update_key = jax.random.split(jax.random.fold_in(key, i))
         return learner.update(ls, replay.sample(buffer, sample_key, cfg.batch_size), update_key)

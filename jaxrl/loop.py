@@ -215,9 +215,10 @@ class Trainer:
         evaluation. A `while_loop`, not a scan, so that each run stops at its own budget: under
         vmap a run that is done is carried unchanged while the others go on."""
         agent = self.agent_for(hyperparameters)
-        step_metrics = jax.eval_shape(
-            lambda c: agent.train_step(c.agent_state, c.env_state, c.key)[2], carry
-        )
+        # Jitted so that its trace for the metrics' shapes is the one the loop's body reuses
+        # (jit caches it): the train step, the largest part of a program, is traced once.
+        train_step = jax.jit(agent.train_step, inline=True)
+        step_metrics = jax.eval_shape(train_step, carry.agent_state, carry.env_state, carry.key)[2]
         metrics = {
             name: jnp.zeros((self.eval_every, *m.shape), m.dtype)
             for name, m in step_metrics.items()
@@ -233,7 +234,7 @@ class Trainer:
         def body(loop: tuple[Array, Carry, dict[str, Array]]):
             i, c, metrics = loop
             key, step_key = jax.random.split(c.key)
-            agent_state, env_state, step = agent.train_step(c.agent_state, c.env_state, step_key)
+            agent_state, env_state, step = train_step(c.agent_state, c.env_state, step_key)
             metrics = {name: metrics[name].at[i].set(step[name]) for name in metrics}
             env_steps = c.env_steps + jnp.asarray(step["env_steps"], jnp.int32)
             return i + 1, Carry(agent_state, env_state, key, env_steps), metrics

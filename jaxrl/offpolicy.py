@@ -429,7 +429,8 @@ def one_round(
         functools.partial(collect, setup), carry, jax.random.split(collect_key, cfg.train_freq)
     )
     args = (state.learner, state.buffer, state.env_steps, learn_key)
-    update = functools.partial(learn, setup)
+    # Jitted so that the trace for the metrics' shapes is the one `lax.cond` reuses.
+    update = jax.jit(functools.partial(learn, setup), inline=True)
     metric_shapes = jax.eval_shape(update, *args)[2]
 
     def skip(ls: PyTree, buffer: Buffer, *_: Array) -> tuple[PyTree, Priorities | None, Metrics]:

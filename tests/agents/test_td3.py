@@ -15,6 +15,7 @@ from learning import PENDULUM_OFF_POLICY_20K, assert_mean_at_least
 import envs
 import jaxrl
 from agents.td3 import TD3Config
+from jaxrl import deterministic
 from jaxrl.cli import compose
 from jaxrl.config import ConfigError, EnvConfig
 from jaxrl.continuous import bootstrapped_return
@@ -224,3 +225,18 @@ def test_td3_learns_pendulum_in_20k_steps(tmp_path):
     assert result.status == "completed"
     assert result.summary["env_steps"] == 20_000
     assert_mean_at_least(result.summary, -250)
+
+
+def test_the_chunk_traces_the_update_once(monkeypatch):
+    """The loop's metric shapes and the driver's warm-up `cond` reuse the one trace of the train
+    step and of its updates (`jax.jit`'s cache), where each used to trace them again: the update
+    was traced 4 times per program."""
+    traced = []
+    original = deterministic.update
+    monkeypatch.setattr(
+        deterministic, "update", lambda *args: (traced.append(1), original(*args))[1]
+    )
+    trainer = Trainer(compose(["agent=td3", "env=Pendulum-v1", "num_seeds=2"]))
+    carry = jax.eval_shape(trainer.init, trainer.run_keys(), trainer.hyper)
+    trainer.chunk.trace(carry, trainer.hyper, jax.ShapeDtypeStruct((), jnp.int32))
+    assert len(traced) == 1
