@@ -105,6 +105,9 @@ ROWS = [
 ]
 
 
+AGENT_COLORS = {agent: f"C{i}" for i, agent in enumerate(dict.fromkeys(row.agent for row in ROWS))}
+
+
 def label(row: Row) -> str:
     return f"{row.agent}, {row.env.name}"
 
@@ -244,11 +247,13 @@ def plot(store: dict[str, dict]) -> None:
             if row.env.name != env_name or result is None:
                 continue
             steps, success = np.asarray(result["steps"]), np.asarray(result["success"])
-            (line,) = ax.plot(steps, success.mean(axis=0), label=row.agent, linewidth=2)
+            color = AGENT_COLORS[row.agent]  # one colour per agent in every panel
+            ax.plot(steps, success.mean(axis=0), label=row.agent, color=color, linewidth=2)
             for seed_curve in success:
-                ax.plot(steps, seed_curve, color=line.get_color(), linewidth=0.5, alpha=0.3)
+                ax.plot(steps, seed_curve, color=color, linewidth=0.5, alpha=0.3)
         ax.set_title(env_name)
         ax.set_xlabel("env steps per seed")
+        ax.xaxis.set_major_formatter(lambda x, _: f"{x / 1000:.0f}k")
         ax.set_ylim(-0.02, 1.02)
         ax.legend(loc="lower right", fontsize=8)
     axes[0][0].set_ylabel("evaluation success rate")
