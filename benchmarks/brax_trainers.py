@@ -1,9 +1,9 @@
 """Our PPO and SAC against Brax's own trainers (`brax.training.agents.{ppo,sac}.train`) on Brax
 envs: the same env, physics backend, budget, network and hyperparameters, each trainer in its
 own process, one after the other on this machine (issue 18, item 3). Reports the return at the
-budget and the mean of the last quarter's evaluations (`late_return`), env steps/s and the wall
-time from process start (imports and compiles included) to a return that needs locomotion
-(`Comparison.target`).
+budget and the mean of the last quarter's evaluations (`common.last_quarter_mean`), env steps/s
+and the wall time from process start (imports and compiles included) to a return that needs
+locomotion (`Comparison.target`).
 
 Settings: Brax's training notebook (google/brax, commit 0b96d05, `notebooks/training.ipynb`,
 the `train_fn` table): its Ant row for PPO (reward scaling 10, episode length 1000, observation
@@ -73,6 +73,7 @@ from common import (
     eval_curves,
     finished_cli_run,
     fmt,
+    last_quarter_mean,
     load_note,
     machine,
     markdown_table,
@@ -376,17 +377,6 @@ def first_reaching(curve: Curve, target: float) -> tuple[int | None, float | Non
     return int(curve.steps[hits[0]]), float(curve.wall_s[hits[0]])
 
 
-LATE_SHARE = 0.25  # the part of the budget whose evaluations `late_return` averages
-
-
-def late_return(curve: Curve, budget: int) -> float:
-    """The mean of the evaluations in the last quarter of the budget: noise-free returns swing
-    by hundreds from one evaluation to the next at these budgets (brax_trainers_sac.md), so a
-    single final evaluation says little about where a run has got to."""
-    late = curve.steps > (1.0 - LATE_SHARE) * budget
-    return float(curve.returns[late].mean())
-
-
 def section(comparison: Comparison, curves: list[Curve], budget: int) -> str:
     """One comparison's report: a row per trainer over its stored seeds, with the time to the
     locomotion target and to the return both trainers reach (the lower of the two trainers'
@@ -418,7 +408,7 @@ def section(comparison: Comparison, curves: list[Curve], budget: int) -> str:
     rows = []
     for trainer, cs in by_trainer.items():
         finals = [float(c.returns[-1]) for c in cs]
-        lates = [late_return(c, budget) for c in cs]
+        lates = [float(last_quarter_mean(c.steps, c.returns)) for c in cs]
         rows.append(
             [
                 trainer,

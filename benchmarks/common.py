@@ -117,6 +117,16 @@ def eval_curves(
     return steps, curves
 
 
+def last_quarter_mean(steps: Sequence[int], values: Any) -> Any:
+    """The mean of `values` ([..., evaluations]) over the evaluations of the last quarter of the
+    run (at or past 3/4 of its last evaluation's steps): steadier than the final evaluation
+    alone, whose single policy snapshot swings from one evaluation to the next."""
+    import numpy as np
+
+    steps = np.asarray(steps)
+    return np.asarray(values)[..., steps >= 0.75 * steps[-1]].mean(axis=-1)
+
+
 def fmt(x: float | None, digits: int = 1) -> str:
     """`x` with thousands separators and `digits` decimals; '—' for None."""
     return "—" if x is None else f"{x:,.{digits}f}"

@@ -35,6 +35,7 @@ from common import (
     eval_curves,
     finished_cli_run,
     fmt,
+    last_quarter_mean,
     machine,
     markdown_table,
     write_report,
@@ -91,13 +92,6 @@ def run_or_read(row: str, args: argparse.Namespace) -> Result:
     return read(row, cmd, run_dir, finished_cli_run(row, cmd, run_dir))
 
 
-def last_quarter(result: Result) -> np.ndarray:
-    """Each seed's mean evaluation over the last quarter of its run: steadier than the final
-    evaluation alone."""
-    steps = np.asarray(result.steps)
-    return result.returns[:, steps >= 0.75 * steps[-1]].mean(axis=1)
-
-
 def report(results: list[Result], args: argparse.Namespace) -> str:
     header = [
         "what",
@@ -123,7 +117,7 @@ def report(results: list[Result], args: argparse.Namespace) -> str:
                 f"{r.env_steps:,}",
                 f"**{final.mean():.1f}** ({final.min():.1f})",
                 ", ".join(f"{v:.1f}" for v in final),
-                f"{last_quarter(r).mean():.1f}",
+                f"{last_quarter_mean(r.steps, r.returns).mean():.1f}",
                 f"{r.returns.max(axis=1).mean():.1f}",
                 f"{seeds * r.env_steps / r.run_s:,.0f}",
                 fmt(r.compile_s),

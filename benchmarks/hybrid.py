@@ -37,6 +37,7 @@ from common import (
     RESULTS,
     eval_curves,
     fmt,
+    last_quarter_mean,
     load_note,
     machine,
     markdown_table,
@@ -159,13 +160,6 @@ def fraction_at(result: dict, share: float) -> str:
     return f"{column.mean():.2f} (min {column.min():.2f}) at {steps[index] // 1000}k"
 
 
-def last_quarter(result: dict) -> float:
-    """Mean success over seeds and over the evaluations in the last quarter of the run: steadier
-    than the final evaluation alone, whose single policy snapshot swings between seeds."""
-    steps = np.asarray(result["steps"])
-    return float(np.asarray(result["success"])[:, steps >= 0.75 * steps[-1]].mean())
-
-
 def report(store: dict[str, dict]) -> None:
     header = [
         "agent",
@@ -195,7 +189,7 @@ def report(store: dict[str, dict]) -> None:
                 fraction_at(result, 0.5),
                 f"**{final.mean():.2f}** ({final.min():.2f})",
                 ", ".join(f"{v:.2f}" for v in final),
-                f"{last_quarter(result):.2f}",
+                f"{last_quarter_mean(result['steps'], result['success']).mean():.2f}",
                 row.paper,
                 str(len(final)),
                 f"{result['steps'][-1] // 1000}k / {row.env.paper_budget // 1000}k",
