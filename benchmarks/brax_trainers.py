@@ -79,6 +79,7 @@ from common import (
     markdown_table,
     repo_env,
     run_process,
+    welch_p,
     write_report,
 )
 
@@ -406,9 +407,11 @@ def section(comparison: Comparison, curves: list[Curve], budget: int) -> str:
         return f"{np.median(walls):,.1f} ({len(walls)} of {len(cs)})"
 
     rows = []
+    per_seed: dict[str, tuple[list[float], list[float]]] = {}
     for trainer, cs in by_trainer.items():
         finals = [float(c.returns[-1]) for c in cs]
         lates = [float(last_quarter_mean(c.steps, c.returns)) for c in cs]
+        per_seed[trainer] = (finals, lates)
         rows.append(
             [
                 trainer,
@@ -423,6 +426,15 @@ def section(comparison: Comparison, curves: list[Curve], budget: int) -> str:
                 fmt(max(c.peak_rss_gb for c in cs), 2),
             ]
         )
+    significance = ""
+    if len(per_seed) == 2 and all(len(finals) >= 2 for finals, _ in per_seed.values()):
+        (finals_a, lates_a), (finals_b, lates_b) = per_seed.values()
+        significance = (
+            "Between the two trainers' per-seed figures, Welch's t-test gives p = "
+            f"{welch_p(finals_a, finals_b):.2f} for the return at budget and p = "
+            f"{welch_p(lates_a, lates_b):.2f} for the last quarter's mean (two-sided; a gap "
+            "with p well above 0.05 is within the spread across seeds).\n\n"
+        )
     commands = "\n".join(
         f"* {trainer} (seeds differ only in the seed): `{cs[0].command}`"
         for trainer, cs in by_trainer.items()
@@ -435,7 +447,8 @@ def section(comparison: Comparison, curves: list[Curve], budget: int) -> str:
         + f"\n\n{target:,.0f} needs locomotion: standing still for the 1,000 steps of an "
         f"episode earns about 1,000 (a healthy reward of 1 per step). {shared:,.0f} is the lower "
         "of the two trainers' median best evaluations, a return both reach.\n\n"
-        f"{commands}\n\nThe machine of each run and the load on its CPU around the run (its "
+        f"{significance}{commands}\n\nThe machine of each run and the load on its CPU around "
+        "the run (its "
         "seconds are loose when other work shared the two cores; seconds compare between runs "
         f"on one machine):\n\n{loads}\n\n"
         f"![return against env steps and wall time](brax_trainers_{comparison.algo}.png)\n"

@@ -127,6 +127,14 @@ def last_quarter_mean(steps: Sequence[int], values: Any) -> Any:
     return np.asarray(values)[..., steps >= 0.75 * steps[-1]].mean(axis=-1)
 
 
+def welch_p(a: Sequence[float], b: Sequence[float]) -> float:
+    """Two-sided p-value of Welch's t-test (unequal variances) between two trainers' per-seed
+    figures: whether a gap between their means stands out from the spread across seeds."""
+    from scipy import stats
+
+    return float(stats.ttest_ind(a, b, equal_var=False).pvalue)
+
+
 def fmt(x: float | None, digits: int = 1) -> str:
     """`x` with thousands separators and `digits` decimals; '—' for None."""
     return "—" if x is None else f"{x:,.{digits}f}"
