@@ -95,6 +95,15 @@ ROWS = [
     Row("MP-DQN", MPDQN, CATCH_POINT, "—"),
     Row("PA-DDPG", PADDPG, CATCH_POINT, "—"),
     Row("HyAR", HYAR, PLATFORM, "0.98 (return)", budget=200_000),
+    # The reference's VAE step every 10 episodes is ~1 per 100 env steps once Platform's
+    # episodes run to the goal; the default's 25 matches its early, short episodes.
+    Row(
+        "HyAR, VAE step every 100",
+        (*HYAR, "agent.vae_every=100"),
+        PLATFORM,
+        "0.98 (return)",
+        budget=200_000,
+    ),
     Row("HyAR", HYAR, GOAL, "0.78", budget=321_000),
     Row("HyAR", HYAR, HARD_MOVE[4], "0.93", budget=250_000),
     Row("HyAR", HYAR, HARD_MOVE[6], "0.92", budget=250_000),
