@@ -2,9 +2,10 @@
 success rate (greedy, noise-free episodes; the goal reached) against env steps, every seed of a
 row trained in one program through the CLI, one fresh process per row.
 
-Reference figures are Li et al. (ICLR 2022, "HyAR"), Table 2: success rate, mean of 5 runs, at
-their budgets (the reference scripts' `max_timesteps`: Platform 200k, Goal 300k, Hard Move 1M env
-steps; github.com/TJU-DRL-LAB/self-supervised-rl, commit ece9562, RL_with_Action_Representation/
+Reference figures are Li et al. (ICLR 2022, "HyAR"), Table 2: mean of 5 runs (success rate, but
+Platform's is the mean return: its script records no success), at their budgets (the reference
+scripts' `max_timesteps`: Platform 200k, Goal 300k, Hard Move 1M env steps;
+github.com/TJU-DRL-LAB/self-supervised-rl, commit ece9562, RL_with_Action_Representation/
 HyAR/HyAR_RL/main_embedding_*_td3.py; Catch Point 1M). HyAR-TD3 itself there: Platform 0.98, Goal
 0.78, Catch Point 0.90, Hard Move n=4 0.93, n=6 0.92, n=8 0.89, n=10 0.75. Their baselines run
 on TD3 ("PDQN-TD3", "PATD3"); the rows here name what ran. Every row trains with its agent's
