@@ -252,7 +252,9 @@ def plot(store: dict[str, dict]) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    env_names = list(dict.fromkeys(row.env.name for row in ROWS if label(row) in store))
+    env_order = [PLATFORM, GOAL, *HARD_MOVE.values(), CATCH_POINT]  # Hard Move panels by n
+    stored = {row.env.name for row in ROWS if label(row) in store}
+    env_names = [env.name for env in env_order if env.name in stored]
     fig, axes = plt.subplots(
         1, len(env_names), figsize=(4.2 * len(env_names), 3.6), squeeze=False, sharey=True
     )
