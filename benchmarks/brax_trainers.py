@@ -449,8 +449,7 @@ def section(comparison: Comparison, curves: list[Curve], budget: int) -> str:
         "of the two trainers' median best evaluations, a return both reach.\n\n"
         f"{significance}{commands}\n\nThe machine of each run and the load on its CPU around "
         "the run (its seconds are loose when other work shared the two cores; seconds compare "
-        "between runs "
-        f"on one machine):\n\n{loads}\n\n"
+        f"between runs on one machine):\n\n{loads}\n\n"
         f"![return against env steps and wall time](brax_trainers_{comparison.algo}.png)\n"
     )
 
