@@ -311,7 +311,15 @@ class _Registry:
 
 
 _REGISTRY = _Registry()
-atexit.register(_REGISTRY.close_all)
+
+
+def close_all_pools() -> None:
+    """Close every host pool of this process (at exit; `envs.ray_pool` also runs it before Ray's
+    own exit hook shuts the driver down, so that the actors close their envs)."""
+    _REGISTRY.close_all()
+
+
+atexit.register(close_all_pools)
 _OWNERS = itertools.count(1)
 
 

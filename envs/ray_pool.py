@@ -20,6 +20,7 @@ process joins one cluster: the first Ray pool's `env.ray.address` decides which.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import functools
 import itertools
@@ -33,7 +34,14 @@ from typing import Any
 
 import numpy as np
 
-from envs.host import HostEnvError, HostPoolConfig, HostStep, PoolFactory, RayConfig
+from envs.host import (
+    HostEnvError,
+    HostPoolConfig,
+    HostStep,
+    PoolFactory,
+    RayConfig,
+    close_all_pools,
+)
 from jaxrl.config import ConfigError
 
 
@@ -98,6 +106,9 @@ def connect(cfg: RayConfig, timeout: float | None) -> None:
         raise ConfigError(
             f"env.ray.address={shown}: {_first_line(error)}; {hint}; valid: {VALID_ADDRESSES}"
         ) from None
+    # Exit hooks run last-registered first: this one, after Ray's (registered on importing it),
+    # closes the pools while the driver is still connected.
+    atexit.register(close_all_pools)
 
 
 VALID_ADDRESSES = "null, auto, local or the HOST:PORT of a running Ray cluster's head"
@@ -287,7 +298,10 @@ class RayWorkers:
 
     def kill(self) -> None:
         ray = _ray()
-        for actor in self.actors:
+        # Once Ray is shut down (its actors ended with the driver), a Ray call would join the
+        # cluster again (Ray's auto-init); at exit, while Python finalises, that process can die
+        # of SIGSEGV after a completed run.
+        for actor in self.actors if ray.is_initialized() else ():
             with contextlib.suppress(Exception):
                 ray.kill(actor, no_restart=True)
         self.actors, self.pids, self.live, self.next_actor = [], [], set(), 0

@@ -12,6 +12,8 @@ import functools
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
 import types
 from concurrent.futures import ThreadPoolExecutor
@@ -21,7 +23,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from cli_helpers import FIXTURES, QUICK_PPO, RAY_TEST_CPUS, TINY_ES, cli, error_lines
+from cli_helpers import (
+    FIXTURES,
+    QUICK_PPO,
+    RAY_TEST_CPUS,
+    TINY_ES,
+    cli,
+    error_lines,
+    pythonpath,
+)
 
 import envs
 from envs import ray_pool
@@ -157,6 +167,32 @@ def test_the_pools_of_one_env_share_its_actors_with_one_call_per_actor_and_step(
     for pool in pools:
         pool.close()
     assert workers.actors == []
+
+
+def test_closing_a_pool_after_ray_is_shut_down_does_not_join_the_cluster_again(ray_cluster):
+    """A pool closed once Ray is shut down (as at exit, when Ray's hook ran first, or by the
+    user) makes no Ray call: Ray's auto-init would join the cluster again, and a completed CLI
+    run on Ray died of SIGSEGV that way while Python finalised."""
+    script = f"""
+import jax, ray
+import envs
+from envs.host import HostEnvConfig, RayConfig, host_errors
+from jaxrl.prng import make_key
+env = envs.make(HostEnvConfig(id="gym/CartPole-v1", pool="ray", ray=RayConfig({ray_cluster!r})), 2)
+with host_errors():
+    state, first = jax.jit(env.reset)(make_key(0))
+ray.shutdown()
+env.close()
+print(first.obs.shape, ray.is_initialized())
+"""
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env={**os.environ, "PYTHONPATH": pythonpath()},
+    )
+    assert (result.returncode, result.stdout) == (0, "(2, 4) False\n"), result.stderr
 
 
 @pytest.mark.timeout(60)
