@@ -8,6 +8,7 @@ import io
 import json
 import math
 import os
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,23 @@ from typing import Any
 import numpy as np
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-from tensorboardX import SummaryWriter
+
+
+def summary_writer_class() -> type:
+    """tensorboardX's `SummaryWriter`, imported only when a run logs to TensorBoard and without
+    torch: tensorboardX imports torch whenever it is installed, only to accept torch tensors (we
+    pass numbers), and that import is seconds at the start of every run. Where torch is already
+    loaded it costs nothing and is left as it is."""
+    if "torch" in sys.modules:
+        from tensorboardX import SummaryWriter
+    else:
+        sys.modules["torch"] = None  # `import torch` raises ImportError while this stands
+        try:
+            from tensorboardX import SummaryWriter
+        finally:
+            del sys.modules["torch"]
+    return SummaryWriter
+
 
 # After the columns that name the run: `seed`, or `grid_point`, its values and `seed` for a grid.
 EVAL_COLUMNS = (
@@ -88,14 +105,13 @@ class RunLogger:
         if not self.csv_path.exists():
             write_text_atomic(self.csv_path, ",".join(self.columns) + "\n")
         purge = [None] * len(runs) if resumed_at is None else [s + 1 for s in resumed_at.env_steps]
-        self.writers = (
-            [
-                SummaryWriter(str(run_dir / "tb" / label), purge_step=p)
+        self.writers = []
+        if tensorboard:
+            writer_class = summary_writer_class()
+            self.writers = [
+                writer_class(str(run_dir / "tb" / label), purge_step=p)
                 for label, p in zip(labels, purge, strict=True)
             ]
-            if tensorboard
-            else []
-        )
 
     def _run_key(self, values: dict[str, Any]) -> tuple[str, ...]:
         return tuple(str(values[c]) for c in self.runs[0])

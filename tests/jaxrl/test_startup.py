@@ -5,11 +5,13 @@ user's command does."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
 import sys
 
+import pytest
 from cli_helpers import REPO
 from hydra.core.config_store import ConfigStore
 
@@ -151,3 +153,26 @@ def test_a_gymnax_env_is_built_without_gymnaxs_plotting_libraries_which_load_whe
         must_succeed=True,
     )
     assert {"gymnax", "seaborn", "matplotlib.colors", "matplotlib.pyplot"} <= set(modules)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="no torch to leave out")
+def test_tensorboard_events_are_written_without_importing_torch_which_imports_after() -> None:
+    """tensorboardX imports torch whenever it is installed (seconds at every run's start): a
+    run's TensorBoard writer is made without it, writes its events, and torch still imports."""
+    row = {"iteration": 1, "env_steps": 10, "eval_return": 2.5, "eval_return_std": 0.0}
+    modules = modules_after(
+        "import tempfile\n"
+        "from pathlib import Path\n"
+        "from jaxrl.outputs import RunLogger\n"
+        "run_dir = Path(tempfile.mkdtemp())\n"
+        "logger = RunLogger(run_dir, [{'seed': 0}], ['seed_0'], tensorboard=True)\n"
+        f"logger.log_eval({{0: {{**{row!r}, 'elapsed_seconds': 1.0}}}})\n"
+        "logger.close()\n"
+        "assert 'torch' not in sys.modules\n"
+        "events = list((run_dir / 'tb' / 'seed_0').glob('events.out.tfevents.*'))\n"
+        "assert len(events) == 1 and events[0].stat().st_size > 0, events\n"
+        "import torch\n"
+        "assert torch.zeros(2).sum().item() == 0.0",
+        must_succeed=True,
+    )
+    assert {"tensorboardX", "torch"} <= set(modules)
