@@ -331,7 +331,8 @@ PRESETS: tuple[Preset, ...] = (
         # main_embedding_goal_td3.py: 20,000 random episodes (~1.04 env steps each here), then
         # 300k env steps of TD3, which its budget counts alone.
         ("budget.env_steps=321000", "agent.learning_starts=21000"),
-        "HyAR's Goal warm-up and budget, its other settings the agent's defaults; paper 0.78",
+        "HyAR's Goal warm-up and budget, its other settings the agent's defaults; paper 0.78, "
+        "0.54 here (benchmarks/results/hybrid.md)",
     ),
     *_preset(
         "hard-move",
