@@ -332,8 +332,8 @@ PRESETS: tuple[Preset, ...] = (
         # 300k env steps of TD3, which its budget counts alone; its TD3 buffer holds 1e5.
         ("budget.env_steps=321000", "agent.learning_starts=21000", "agent.buffer_size=100000"),
         "HyAR's Goal warm-up, budget and buffer size, its other settings the agent's defaults; "
-        "paper 0.78, 0.69 here (3 seeds; 0.54 with the default 200k buffer, 5 seeds: "
-        "benchmarks/results/hybrid.md)",
+        "paper 0.78, 0.66 here (0.54 with the default 200k buffer; benchmarks/results/"
+        "hybrid.md)",
     ),
     *_preset(
         "hard-move",
