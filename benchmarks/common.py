@@ -306,13 +306,16 @@ def repo_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def run_process(what: str, cmd: list[str], **kwargs: Any) -> tuple[str, float]:
+def run_process(
+    what: str, cmd: list[str], expected_exit: int = 0, **kwargs: Any
+) -> tuple[str, float]:
     """Run `cmd` (extra `subprocess.run` arguments in `kwargs`) capturing its text output;
-    returns (stdout, wall seconds). A non-zero exit raises RuntimeError naming `what`."""
+    returns (stdout, wall seconds). An exit status other than `expected_exit` raises
+    RuntimeError naming `what`."""
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, **kwargs)
     wall = time.perf_counter() - t0
-    if proc.returncode != 0:
+    if proc.returncode != expected_exit:
         raise RuntimeError(f"{what}: exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
     return proc.stdout, wall
 

@@ -5,7 +5,7 @@ kernel and test subprocess pays these.
 
 With `--against DIR`, each command also runs with DIR first on PYTHONPATH (e.g. another
 ml_dtypes installed there with `pip install --no-deps --target DIR ml_dtypes==0.7.0`), the two
-sides interleaved, their order alternating; the table gives both and the saving.
+sides interleaved, their order alternating; the table gives both and their difference.
 
     python benchmarks/startup.py [--repeats 5] [--against DIR] [--out PATH]
 """
@@ -15,10 +15,8 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 from common import (
@@ -34,6 +32,8 @@ from common import (
 
 DEFAULT_OUT = RESULTS / "startup.md"
 TINY_RUN = "CLI tiny ES run (1k env steps, warm cache)"
+REFUSAL = "CLI refuses agent.gamma=1.5 (exit 2)"
+EXPECTED_EXIT = {REFUSAL: 2}  # rows not named here exit 0
 TINY_ES = (
     "agent=es",
     "env=CartPole-v1",
@@ -49,7 +49,7 @@ def commands(run_root: Path) -> dict[str, list[str]]:
     return {
         "import ml_dtypes": [py, "-c", "import ml_dtypes"],
         "import jax": [py, "-c", "import jax"],
-        "CLI refuses agent.gamma=1.5 (exit 2)": [
+        REFUSAL: [
             py,
             "-m",
             "jaxrl.run",
@@ -68,13 +68,7 @@ def commands(run_root: Path) -> dict[str, list[str]]:
 
 def timed(what: str, cmd: list[str], env: dict[str, str]) -> float:
     """Wall seconds of one process, which must exit as its row expects (2 for the refusal)."""
-    expected = 2 if "agent.gamma=1.5" in cmd else 0
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    wall = time.perf_counter() - t0
-    if proc.returncode != expected:
-        raise RuntimeError(f"{what}: exit {proc.returncode}, not {expected}\n{proc.stderr}")
-    return wall
+    return run_process(what, cmd, EXPECTED_EXIT.get(what, 0), env=env)[1]
 
 
 def main() -> None:
@@ -93,7 +87,7 @@ def main() -> None:
     seconds: dict[tuple[str, str], list[float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         warm_up = commands(Path(tmp) / "warm_up")
-        timed("warm-up", warm_up[TINY_RUN], sides["installed"])  # fills the compilation cache
+        timed(TINY_RUN, warm_up[TINY_RUN], sides["installed"])  # fills the compilation cache
         for repeat in range(args.repeats):
             order = list(sides) if repeat % 2 == 0 else list(reversed(sides))
             for side in order:
