@@ -307,7 +307,7 @@ class RunResult:
 
 
 class Interrupted(Exception):
-    """Ctrl-C before training started: nothing was written."""
+    """Ctrl-C (or a preemption signal) before training started: nothing was written."""
 
 
 def save_config(cfg: RunConfig, run_dir: Path, env_spec: EnvSpec) -> None:
@@ -333,7 +333,7 @@ def train(
         distributed.start(cfg.distributed)
         trainer = Trainer(cfg)
         if stop.requested:
-            raise Interrupted("interrupted before training started: nothing was written")
+            raise Interrupted(f"{stop.reason} before training started: nothing was written")
         if run_dir is None:
             run_dir = default_run_dir(cfg.agent.name, cfg.env.id)
             cfg = dataclasses.replace(cfg, log=dataclasses.replace(cfg.log, dir=str(run_dir)))
@@ -472,7 +472,7 @@ def _train(
             if saved_iteration != progress.iteration:
                 checkpoint()
             display.message(
-                f"interrupted: checkpoint at iteration {progress.iteration} in "
+                f"{stop.reason}: checkpoint at iteration {progress.iteration} in "
                 f"{ckpt.directory}; continue with resume={run_dir}"
             )
         elif status == "completed" and saved_iteration != progress.iteration:

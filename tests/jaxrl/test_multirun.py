@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -260,9 +261,10 @@ def submitit_task(proc: subprocess.Popen) -> int:
 
 def test_a_preempted_job_is_requeued_and_continues_its_run(tmp_path: Path) -> None:
     """SLURM's preemption signal (USR2, what submitit_slurm asks SLURM to send) as submitit's
-    local executor forwards it: submitit requeues the job, and the requeued job finds its run
-    directory holding the same run and continues it from its last checkpoint to the budget,
-    every iteration logged once; the sweep completes."""
+    local executor forwards it: the run stops after the chunk in flight with a checkpoint of it
+    (checkpoint.every=1000 would otherwise have kept only iteration 0), then submitit requeues
+    the job, and the requeued job finds its run directory holding the same run and continues it
+    from that checkpoint to the budget, every iteration logged once; the sweep completes."""
     proc = start(
         "-m",
         "hydra/launcher=submitit_local",
@@ -270,8 +272,7 @@ def test_a_preempted_job_is_requeued_and_continues_its_run(tmp_path: Path) -> No
         *TINY_ES,
         "budget.env_steps=1e5",
         "eval.every=1",
-        "checkpoint.every=1",
-        "checkpoint.min_seconds=0",
+        "checkpoint.every=1000",
         "log.tensorboard=false",
         "log.progress=false",
     )
@@ -281,9 +282,11 @@ def test_a_preempted_job_is_requeued_and_continues_its_run(tmp_path: Path) -> No
     _, stderr = proc.communicate(timeout=300)
     assert proc.returncode == 0, stderr
     [log] = (tmp_path / ".submitit").glob("*/*_0_log.err")
-    assert "this job is preempted" in log.read_text()
-    resumed = [line for line in log.read_text().splitlines() if line.startswith("resumed from")]
-    assert len(resumed) == 1, log.read_text()[-2000:]
+    text = log.read_text()
+    assert "this job is preempted" in text
+    [stopped] = re.findall(r"by SIGUSR2 \(preemption\): checkpoint at iteration (\d+)", text)
+    [resumed] = re.findall(r"^resumed from iteration (\d+)", text, re.MULTILINE)
+    assert int(stopped) >= 3 and resumed == stopped, text[-2000:]
     iterations = [int(row["iteration"]) for row in read_evals(run_dir)]
     assert iterations == list(range(1, len(iterations) + 1))
     summary = json.loads((run_dir / "summary.json").read_text())
