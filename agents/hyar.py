@@ -58,7 +58,7 @@ iteration's periodic VAE steps at its end, followed by one range measurement (th
 measures after every VAE step). (4) The relabelling check decodes z_x mapped into the encoder's
 range, as it was decoded when acting; the reference passes the unmapped actor output. (5) The
 VAE's Adam keeps its moments; the reference builds a new Adam at every VAE step, so each of its
-steps is Adam's first, about `vae_lr`·sign(gradient). (6) A fixed
+steps is Adam's first, about `vae_lr`·sign(gradient) (`vae_adam_moments=false`). (6) A fixed
 number of pre-training steps; the reference stops after 5,000 once its loss stops falling. (7)
 One update per env step; the reference adds one at each episode's start. (8) Flax's LeCun-normal
 initialisers instead of PyTorch's; a latent range is kept at least 1e-6 wide so that mapping back
@@ -136,6 +136,8 @@ class HyARConfig(DeterministicConfig):
     vae_pretrain_steps: int = 5_000  # VAE steps on the warm-up's transitions before TD3
     vae_train_after: int = 3_000  # env steps after the warm-up before the periodic VAE steps
     vae_every: int = 25  # env steps per periodic VAE step (~10 episodes); divides iteration_steps
+    # False: every VAE step is Adam's first, about vae_lr·sign(gradient) (the reference's)
+    vae_adam_moments: bool = True
     dynamics_weight: float = 1.0
     reconstruction_weight: float = 2.0
     kl_weight: float = 0.5
@@ -366,12 +368,16 @@ def vae_loss(setup: HyARSetup, vae_params: PyTree, batch: Transition, noise: Arr
 
 
 def vae_step(setup: HyARSetup, state: HyARState, buffer: ReplayState, key: Key) -> HyARState:
-    """One Adam step of the VAE on `vae_batch_size` stored transitions."""
+    """One Adam step of the VAE on `vae_batch_size` stored transitions (from fresh moments
+    without `vae_adam_moments`)."""
     sample_key, noise_key = jax.random.split(key)
     batch = replay.sample(buffer, sample_key, setup.cfg.vae_batch_size)
     noise = jax.random.normal(noise_key, (setup.cfg.vae_batch_size, setup.vae.latent_size))
     grads = jax.grad(functools.partial(vae_loss, setup))(state.vae_params, batch, noise)
-    updates, opt_state = setup.vae_tx.update(grads, state.vae_opt_state)
+    opt_state = state.vae_opt_state
+    if not setup.cfg.vae_adam_moments:
+        opt_state = setup.vae_tx.init(state.vae_params)
+    updates, opt_state = setup.vae_tx.update(grads, opt_state)
     return state._replace(
         vae_params=optax.apply_updates(state.vae_params, updates), vae_opt_state=opt_state
     )

@@ -119,6 +119,14 @@ ROWS = [
         "0.78",
         budget=321_000,
     ),
+    # The reference's VAE steps: a new Adam at each, so each is about vae_lr·sign(gradient).
+    Row(
+        "HyAR, VAE steps without Adam's moments",
+        (*HYAR, "agent.vae_adam_moments=false"),
+        GOAL,
+        "0.78",
+        budget=321_000,
+    ),
     Row("HyAR", HYAR, HARD_MOVE[4], "0.93", budget=250_000),
     Row("HyAR", HYAR, HARD_MOVE[6], "0.92", budget=250_000),
     # 150k env steps of the preset's random warm-up, then 500k of learning: what one session

@@ -36,6 +36,7 @@ from agents.hyar import (
     train_vae,
     vae_loss,
     vae_pass,
+    vae_step,
 )
 from jaxrl import replay
 from jaxrl.cli import compose
@@ -382,6 +383,36 @@ def test_the_vae_pretrains_once_then_steps_every_vae_every_env_steps(platform):
     assert pretrained.fit.dynamics > 0
     assert count(train(pretrained, jnp.int32(400), make_key(2))) == 30
     assert count(train(pretrained, jnp.int32(500), make_key(2))) == 34
+
+
+@pytest.mark.parametrize("moments", [True, False])
+def test_without_adam_moments_every_vae_step_is_adams_first(platform, moments):
+    """Two VAE steps on the same batch and noise. Adam's first step from fresh moments moves
+    each parameter by −lr·g/(|g| + 1e−8), about lr·sign(g) (the reference's, which builds a new
+    Adam at every step): so is the second without moments; with them the second is not (its
+    moments remember the first step's gradient)."""
+    setup, state = tiny(platform, vae_adam_moments=moments)
+    buffer = replay.init(jax.tree.map(lambda x: x[0], fake_steps(setup, 1)), 100)
+    buffer = replay.add(buffer, fake_steps(setup, 100))
+    key = make_key(5)
+    sample_key, noise_key = jax.random.split(key)  # vae_step's batch and noise
+    batch = replay.sample(buffer, sample_key, setup.cfg.vae_batch_size)
+    noise = jax.random.normal(noise_key, (setup.cfg.vae_batch_size, setup.vae.latent_size))
+    grad = jax.jit(jax.grad(functools.partial(vae_loss, setup)))
+    step = jax.jit(lambda s: vae_step(setup, s, buffer, key))
+    first, second = step(state), step(step(state))
+
+    def sign_step(params):
+        g = grad(params, batch, noise)
+        return jax.tree.map(lambda p, g: p - setup.cfg.vae_lr * g / (jnp.abs(g) + 1e-8), params, g)
+
+    def close(params, want) -> list[bool]:
+        pairs = zip(jax.tree.leaves(params), jax.tree.leaves(want), strict=True)
+        return [np.allclose(x, y, rtol=1e-6, atol=1e-9) for x, y in pairs]
+
+    assert all(close(first.vae_params, sign_step(state.vae_params)))
+    assert all(close(second.vae_params, sign_step(first.vae_params))) != moments
+    assert int(second.vae_opt_state[0].count) == (2 if moments else 1)
 
 
 def fake_steps(setup, n: int) -> Transition:
