@@ -44,7 +44,7 @@ from jaxrl.config import (
     to_dict,
 )
 from jaxrl.hyper import grid_points
-from jaxrl.interrupt import EXIT_INTERRUPTED
+from jaxrl.interrupt import STOPPED_BY_SIGNAL, exit_code
 from jaxrl.multirun import failed_job_ends_sweep
 
 EXIT_BAD_INPUT = 2
@@ -490,9 +490,11 @@ def execute(cfg: RunConfig, run_dir: Path | None) -> int:
         return EXIT_FAILED
     except Interrupted as e:
         print(str(e), file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return exit_code(e.signum)
     s = result.summary
-    code = {"completed": 0, "interrupted": EXIT_INTERRUPTED}.get(result.status, EXIT_FAILED)
+    code = 0 if result.status == "completed" else EXIT_FAILED
+    if result.stop_signal is not None:
+        code = exit_code(result.stop_signal)
     if not distributed.is_primary():  # process 0 says how the run ended
         return code
     print(
@@ -527,7 +529,7 @@ def _hydra_job(cfg: DictConfig) -> float:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(EXIT_BAD_INPUT)
     code = execute(run_cfg, run_dir)
-    if code == EXIT_INTERRUPTED or (code and failed_job_ends_sweep()):
+    if code in STOPPED_BY_SIGNAL or (code and failed_job_ends_sweep()):
         sys.exit(code)
     if code:
         return math.nan
@@ -670,7 +672,8 @@ def help_text(overrides: list[str]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     """`python -m jaxrl.run [overrides]`: exits with 0 (completed), 1 (failed: NaN, env error,
-    write error), 2 (bad input) or 130 (interrupted)."""
+    write error), 2 (bad input), or 128 + the signal's number when a signal stopped the run
+    with a checkpoint (130 Ctrl-C, 143 SIGTERM)."""
     argv = sys.argv[1:] if argv is None else argv
     flags, overrides = split_argv(argv)
     flag_names = [f.partition("=")[0] for f in flags]

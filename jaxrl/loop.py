@@ -33,7 +33,7 @@ from jaxrl import distributed, hyper, parallel, presets
 from jaxrl.checkpoint import Checkpointer, CheckpointError
 from jaxrl.config import ConfigError, RunConfig
 from jaxrl.datatypes import Agent, Array, EnvSpec, Key
-from jaxrl.interrupt import StopRequest, ctrl_c_requests_stop
+from jaxrl.interrupt import StopRequest, signals_request_stop
 from jaxrl.outputs import (
     SUCCESS_COLUMN,
     LiveDisplay,
@@ -304,10 +304,16 @@ class RunResult:
     carry: Carry  # final carry, leading axis = runs (`trainer.runs`)
     trainer: Trainer
     status: str  # "completed", "interrupted", "nan" or "failed" (a write failed)
+    stop_signal: int | None = None  # the signal that stopped an interrupted run
 
 
 class Interrupted(Exception):
-    """Ctrl-C (or a preemption signal) before training started: nothing was written."""
+    """A stop signal (Ctrl-C, SIGTERM, a preemption) before training started: nothing was
+    written."""
+
+    def __init__(self, message: str, signum: int) -> None:
+        super().__init__(message)
+        self.signum = signum
 
 
 def save_config(cfg: RunConfig, run_dir: Path, env_spec: EnvSpec) -> None:
@@ -329,11 +335,13 @@ def train(
     Everything that can be refused (the agent and env combination, the run directory) is
     checked before anything is written or compiled: a ConfigError leaves no trace. With
     `distributed.*` this process joins the others first (`jaxrl.distributed`)."""
-    with ctrl_c_requests_stop() as stop:
+    with signals_request_stop() as stop:
         distributed.start(cfg.distributed)
         trainer = Trainer(cfg)
         if stop.requested:
-            raise Interrupted(f"{stop.reason} before training started: nothing was written")
+            raise Interrupted(
+                f"{stop.reason} before training started: nothing was written", stop.signum
+            )
         if run_dir is None:
             run_dir = default_run_dir(cfg.agent.name, cfg.env.id)
             cfg = dataclasses.replace(cfg, log=dataclasses.replace(cfg.log, dir=str(run_dir)))
@@ -504,7 +512,8 @@ def _train(
             videos = record_videos(trainer.env, act, states, names, run_dir)
             summary["videos"] = [str(p) for p in videos.paths]
             write_json_atomic(run_dir / "summary.json", summary)
-    return RunResult(run_dir, summary, carry, trainer, status)
+    stop_signal = stop.signum if status == "interrupted" else None
+    return RunResult(run_dir, summary, carry, trainer, status, stop_signal)
 
 
 def _budget_reached(cfg: RunConfig, runs: list[Run], progress: Progress) -> bool:

@@ -1,7 +1,7 @@
 """The command line: `python -m jaxrl.run agent=es env=Pendulum-v1 seed=3 agent.sigma=0.05`.
 
-Only the entry point: Ctrl-C is routed to the run's stop request before anything heavy is
-imported (see `jaxrl.interrupt`), then `jaxrl.cli` does the work.
+Only the entry point: Ctrl-C and SIGTERM are routed to the run's stop request before anything
+heavy is imported (see `jaxrl.interrupt`), then `jaxrl.cli` does the work.
 """
 
 from __future__ import annotations
@@ -10,27 +10,29 @@ import os
 import signal
 import sys
 
-from jaxrl.interrupt import EXIT_INTERRUPTED, ctrl_c_requests_stop
+from jaxrl.interrupt import STOP_SIGNALS, exit_code, signals_request_stop
 
 
 def main(argv: list[str] | None = None) -> None:
-    exit_code = 1
+    status = 1
     try:
-        with ctrl_c_requests_stop(exit_at_once=True) as stop:
+        with signals_request_stop(exit_at_once=True) as stop:
             from jaxrl import cli
 
-            if stop.requested:  # pressed while Python imported JAX, Hydra and the agents
-                print("interrupted during start-up: nothing was run", file=sys.stderr)
-                sys.exit(EXIT_INTERRUPTED)
+            if stop.requested:  # sent while Python imported JAX, Hydra and the agents
+                print(f"{stop.reason} during start-up: nothing was run", file=sys.stderr)
+                sys.exit(exit_code(stop.signum))
             cli.main(argv)
-        exit_code = 0
+        status = 0
     except SystemExit as exit_:
-        exit_code = exit_.code if isinstance(exit_.code, int) else 1
+        status = exit_.code if isinstance(exit_.code, int) else 1
         raise
     finally:
-        # The run has said how it ended; a Ctrl-C while Python shuts down (JAX's atexit clean-up,
-        # closing env workers) ends the process with that status instead of a traceback.
-        signal.signal(signal.SIGINT, lambda signum, frame: os._exit(exit_code))
+        # The run has said how it ended; a Ctrl-C or SIGTERM while Python shuts down (JAX's
+        # atexit clean-up, closing env workers) ends the process with that status instead of a
+        # traceback.
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, lambda signum, frame: os._exit(status))
 
 
 if __name__ == "__main__":

@@ -407,9 +407,17 @@ def test_every_case_has_its_row_in_the_docs() -> None:
 # Faults while running.
 
 
-def test_ctrl_c_checkpoints_and_resume_continues_with_a_new_budget(tmp_path: Path) -> None:
-    """First Ctrl-C: the chunk in flight finishes, a checkpoint is written, the hint says how to
-    continue (also with log.progress=false), exit 130. `resume=` from the CLI with a changed
+@pytest.mark.parametrize(
+    "signum, code, says",
+    [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "stopped by SIGTERM")],
+    ids=["ctrl-c", "sigterm"],
+)
+def test_ctrl_c_checkpoints_and_resume_continues_with_a_new_budget(
+    tmp_path: Path, signum: int, code: int, says: str
+) -> None:
+    """First Ctrl-C (or SIGTERM, what `kill`, Docker and SLURM send before they kill): the chunk
+    in flight finishes, a checkpoint is written, the hint says how to continue (also with
+    log.progress=false), exit 128 + the signal's number. `resume=` from the CLI with a changed
     budget then goes on from there to the new budget."""
     run_dir = tmp_path / "run"
     proc = start(
@@ -420,11 +428,11 @@ def test_ctrl_c_checkpoints_and_resume_continues_with_a_new_budget(tmp_path: Pat
         f"log.dir={run_dir}",
     )
     wait_for_evals(run_dir, 2, proc)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(signum)
     _, stderr = proc.communicate(timeout=120)
-    assert proc.returncode == 130, stderr
+    assert proc.returncode == code, stderr
     lines = error_lines(stderr)
-    assert len(lines) == 1 and lines[0].startswith("interrupted: checkpoint at iteration ")
+    assert len(lines) == 1 and lines[0].startswith(f"{says}: checkpoint at iteration "), stderr
     assert lines[0].endswith(f"continue with resume={run_dir}")
     stopped = json.loads((run_dir / "summary.json").read_text())
     assert stopped["status"] == "interrupted"
