@@ -38,7 +38,6 @@ def exit_code(signum: int) -> int:
     return 128 + signum
 
 
-EXIT_INTERRUPTED = exit_code(signal.SIGINT)
 # A run that a signal stopped (with its checkpoint), whichever signal it was.
 STOPPED_BY_SIGNAL = frozenset(exit_code(s) for s in (*STOP_SIGNALS, *PREEMPTION_SIGNALS))
 
