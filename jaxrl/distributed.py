@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from jaxrl.config import ConfigError, DistributedConfig
+from jaxrl.interrupt import STOP_SIGNALS
 from jaxrl.rundir import CHECKPOINTS
 
 EXIT_FAILED = 1  # the command line's status for a run that failed
@@ -186,7 +187,7 @@ def supervise(argv: Sequence[str], cfg: DistributedConfig, run_dir: Path) -> int
     )
     forwarded = {
         signum: signal.signal(signum, lambda s, frame: child.send_signal(s))
-        for signum in (signal.SIGINT, signal.SIGTERM)
+        for signum in STOP_SIGNALS
     }
     # From the runtime's first word of trouble with the coordination service on: held back, since
     # JAX may be about to end this process with its report and a stack trace.
