@@ -48,21 +48,21 @@ clipped at 10), `HyAR_RL/main_embedding_platform_td3.py` and `main_embedding_har
 σ 1 → 0.1 over 1,000 episodes, one VAE step every 10 episodes from episode 1,000).
 
 Departures, each because our driver differs or to keep the algorithm consistent:
-(1) One replay buffer. The reference keeps two, TD3's (its own steps only) and the VAE's (the
-warm-up's too); here the warm-up's transitions also reach TD3, relabelled. (2) Schedules count
-env steps, not episodes: the defaults are Platform's (1,000 of its early episodes are about
+(1) One replay buffer. The reference keeps two, TD3's (its own steps only, 1e5) and the VAE's
+(everything, 2e6); here the warm-up's transitions also reach TD3, relabelled, unless
+`td3_buffer_size` > 0 gives TD3 a window of the newest of its own (the reference's). (2) Schedules
+count env steps, not episodes: the defaults are Platform's (1,000 of its early episodes are about
 `exploration_steps` env steps; 10 episodes about `vae_every`). (3) VAE training runs between the
-driver's iterations (`train_step`): the pre-training after the iteration in which the warm-up
-ended (until then the learner still acts at random and its updates change nothing), and each
-iteration's periodic VAE steps at its end, followed by one range measurement (the reference
-measures after every VAE step). (4) The relabelling check decodes z_x mapped into the encoder's
-range, as it was decoded when acting; the reference passes the unmapped actor output. (5) The
-VAE's Adam keeps its moments; the reference builds a new Adam at every VAE step, so each of its
-steps is Adam's first, about `vae_lr`·sign(gradient) (`vae_adam_moments=false`). (6) A fixed
-number of pre-training steps; the reference stops after 5,000 once its loss stops falling. (7)
-One update per env step; the reference adds one at each episode's start. (8) Flax's LeCun-normal
-initialisers instead of PyTorch's; a latent range is kept at least 1e-6 wide so that mapping back
-into [−1, 1] never divides by zero.
+driver's iterations (`train_step`): the pre-training after the iteration in which the warm-up ended
+(until then the learner still acts at random and its updates change nothing), and each iteration's
+periodic VAE steps at its end, followed by one range measurement (the reference measures after every
+VAE step). (4) The relabelling check decodes z_x mapped into the encoder's range, as it was decoded
+when acting; the reference passes the unmapped actor output. (5) The VAE's Adam keeps its moments;
+the reference builds a new Adam at every VAE step, so each of its steps is Adam's first, about
+`vae_lr`·sign(gradient) (`vae_adam_moments=false`). (6) A fixed number of pre-training steps; the
+reference stops after 5,000 once its loss stops falling. (7) One update per env step; the reference
+adds one at each episode's start. (8) Flax's LeCun-normal initialisers instead of PyTorch's; a
+latent range is kept at least 1e-6 wide so that mapping back into [−1, 1] never divides by zero.
 """
 
 from __future__ import annotations
@@ -119,6 +119,10 @@ class HyARConfig(DeterministicConfig):
 
     name: str = "hyar"
     buffer_size: int = 200_000
+    # 0: TD3 draws from the whole buffer, warm-up included. N: TD3 keeps its own buffer as the
+    # reference does, drawing only from the newest N of its own transitions; the VAE still
+    # draws from the whole buffer.
+    td3_buffer_size: int = 0
     batch_size: int = 128
     learning_starts: int = 11_000  # env steps of random actions: ~5,000 Platform episodes
     target_noise: float = 0.1
@@ -158,6 +162,11 @@ class HyARConfig(DeterministicConfig):
             self.learning_starts >= 1,
             f"agent.learning_starts={self.learning_starts} must be >= 1: the VAE pre-trains on "
             "the warm-up's transitions",
+        )
+        require(
+            0 <= self.td3_buffer_size <= self.buffer_size,
+            f"agent.td3_buffer_size={self.td3_buffer_size} must be in [0, agent.buffer_size="
+            f"{self.buffer_size}] (0: TD3 draws from the whole buffer)",
         )
         require(self.range_samples >= 2, f"agent.range_samples={self.range_samples} must be >= 2")
         for key in ("vae_pretrain_steps", "vae_train_after", "exploration_steps"):
@@ -742,6 +751,6 @@ def make_hyar(cfg: HyARConfig, env: Env) -> Agent:
     followed by its VAE training."""
     setup = make_setup(cfg, env.spec)
     learner = make_learner(setup, env.spec)
-    driver = offpolicy.off_policy_setup(cfg, env, learner)
+    driver = offpolicy.off_policy_setup(cfg, env, learner, own_steps_window=cfg.td3_buffer_size)
     agent = offpolicy.off_policy_agent(driver)
     return agent._replace(train_step=functools.partial(train_step, setup, driver))

@@ -127,6 +127,15 @@ ROWS = [
         "0.78",
         budget=321_000,
     ),
+    # The reference's two buffers: TD3 draws from its own newest 1e5 transitions (no warm-up
+    # ones), the VAE from every transition of the run (its 2e6 buffer holds them all).
+    Row(
+        "HyAR, TD3 on its own newest 100k, VAE on all",
+        (*HYAR, "agent.buffer_size=321000", "agent.td3_buffer_size=100000"),
+        GOAL,
+        "0.78",
+        budget=321_000,
+    ),
     Row("HyAR", HYAR, HARD_MOVE[4], "0.93", budget=250_000),
     Row("HyAR", HYAR, HARD_MOVE[6], "0.92", budget=250_000),
     # 150k env steps of the preset's random warm-up, then 500k of learning: what one session

@@ -287,6 +287,10 @@ class OffPolicySetup(NamedTuple):
     learn_after: int  # env steps (and buffered transitions) before the first update
     n_step: int  # steps summed in a sampled return (1: one-step transitions)
     prioritization: Prioritization | None  # None: uniform sampling
+    # 0: minibatches come from every transition held. N: from the newest N collected after the
+    # warm-up, the learner's own (HyAR's reference keeps TD3's buffer apart from the warm-up's
+    # and the VAE's), learning once a minibatch of them is held.
+    own_steps_window: int = 0
 
 
 def exploring_policy(
@@ -373,9 +377,23 @@ def minibatch_at(setup: OffPolicySetup, buffer: Buffer, rows: Array) -> Transiti
     return n_step_transitions(layout.gather(buffer, following), setup.cfg.gamma)
 
 
-def sample_batch(setup: OffPolicySetup, buffer: Buffer, key: Key) -> Transition:
-    """A minibatch of uniformly drawn transitions (of n-step returns: `minibatch_at`)."""
-    rows = setup.layout.sample_rows(buffer, key, setup.cfg.batch_size, newest_excluded(setup))
+def warm_up_steps(cfg: OffPolicyConfig, num_envs: int) -> int:
+    """Env steps (all envs) taken at random: batched steps until `learning_starts`."""
+    return -(-cfg.learning_starts // num_envs) * num_envs
+
+
+def sample_batch(
+    setup: OffPolicySetup, buffer: Buffer, key: Key, env_steps: Array | None = None
+) -> Transition:
+    """A minibatch of uniformly drawn transitions (of n-step returns: `minibatch_at`); with
+    `own_steps_window`, from the newest of those collected after the warm-up (`env_steps` says
+    how many were)."""
+    batch_size, window = setup.cfg.batch_size, setup.own_steps_window
+    if window == 0:
+        rows = setup.layout.sample_rows(buffer, key, batch_size, newest_excluded(setup))
+    else:
+        own = env_steps - warm_up_steps(setup.cfg, setup.env.spec.num_envs)
+        rows = replay.sample_newest_rows(buffer, key, batch_size, jnp.minimum(own, window))
     return minibatch_at(setup, buffer, rows)
 
 
@@ -393,7 +411,8 @@ def learn(
 
         def one_update(ls: PyTree, k: Key) -> tuple[PyTree, Metrics]:
             sample_key, update_key = jax.random.split(k)
-            return learner.update(ls, sample_batch(setup, buffer, sample_key), update_key)
+            batch = sample_batch(setup, buffer, sample_key, env_steps)
+            return learner.update(ls, batch, update_key)
 
         learner_state, metrics = jax.lax.scan(one_update, learner_state, keys)
         return learner_state, None, jax.tree.map(jnp.mean, metrics)
@@ -494,10 +513,13 @@ def off_policy_setup(
     layout: BufferLayout = FULL_LAYOUT,
     n_step: int = 1,
     prioritization: Prioritization | None = None,
+    own_steps_window: int = 0,
 ) -> OffPolicySetup:
     """The driver's setup for `learner` on `env`'s batch, its sizes checked; `n_step` > 1 gives
-    the learner n-step returns (`n_step_transitions`: it must use `Transition.discount`), and
-    `prioritization` draws minibatches by priority (the learner needs a `weighted_update`)."""
+    the learner n-step returns (`n_step_transitions`: it must use `Transition.discount`),
+    `prioritization` draws minibatches by priority (the learner needs a `weighted_update`) and
+    `own_steps_window` > 0 only from the newest of the learner's own transitions
+    (`OffPolicySetup`)."""
     require(
         prioritization is None or learner.weighted_update is not None,
         f"agent '{cfg.name}' has no prioritised replay",
@@ -514,6 +536,20 @@ def off_policy_setup(
         f"agent.buffer_size={cfg.buffer_size} must hold at least {n_step} step(s) of the env "
         f"batch ({num_envs} envs)" + (f" for agent.n_step={n_step}" if n_step > 1 else ""),
     )
+    learn_after = first_update_after(cfg, num_envs, n_step)
+    if own_steps_window:
+        # Rows are read as the newest ones: one-step transitions in a ring of whole rows.
+        require(
+            layout is FULL_LAYOUT and n_step == 1 and prioritization is None,
+            f"agent '{cfg.name}': a window of its own steps needs one-step, uniformly drawn "
+            "transitions stored whole",
+        )
+        require(
+            0 < own_steps_window <= cfg.buffer_size,
+            f"the window of agent '{cfg.name}''s own steps ({own_steps_window}) must be in "
+            f"[1, agent.buffer_size={cfg.buffer_size}]",
+        )
+        learn_after = max(learn_after, warm_up_steps(cfg, num_envs) + cfg.batch_size)
     if cfg.init_from:
         learner = learner._replace(init=trained_init(cfg, env.spec, learner))
     return OffPolicySetup(
@@ -522,9 +558,10 @@ def off_policy_setup(
         learner,
         layout,
         rounds=cfg.iteration_steps // steps_per_round,
-        learn_after=first_update_after(cfg, num_envs, n_step),
+        learn_after=learn_after,
         n_step=n_step,
         prioritization=prioritization,
+        own_steps_window=own_steps_window,
     )
 
 

@@ -69,6 +69,14 @@ def sample_rows(state: ReplayState, key: Key, batch_size: int, newest_excluded: 
     return row_at_age(state, age)
 
 
+def sample_newest_rows(state: ReplayState, key: Key, batch_size: int, window: Array) -> Array:
+    """Rows drawn uniformly with replacement from the newest `window` items held (from all of
+    them where fewer are held, from the newest one where `window` < 1)."""
+    held = jnp.clip(window, 1, jnp.maximum(state.size, 1))
+    age = state.size - held + jax.random.randint(key, (batch_size,), 0, held)
+    return row_at_age(state, age)
+
+
 def row_at_age(state: ReplayState, age: Array) -> Array:
     """The row of the item written `age` items after the oldest one held."""
     return jnp.mod(state.position - state.size + age, capacity(state))

@@ -5,6 +5,7 @@ pre-training and periodic schedule, refusals, a grid of runs, and HyAR learning 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 import jax
@@ -42,7 +43,7 @@ from jaxrl import replay
 from jaxrl.cli import compose
 from jaxrl.config import ConfigError, EnvConfig
 from jaxrl.datatypes import Transition
-from jaxrl.offpolicy import exploring_policy, init, off_policy_setup
+from jaxrl.offpolicy import exploring_policy, init, off_policy_setup, sample_batch
 from jaxrl.prng import make_key
 
 QUIET = ("log.progress=false", "log.tensorboard=false")
@@ -415,6 +416,31 @@ def test_without_adam_moments_every_vae_step_is_adams_first(platform, moments):
     assert int(second.vae_opt_state[0].count) == (2 if moments else 1)
 
 
+def test_td3_on_its_own_steps_draws_the_newest_after_the_warm_up(platform):
+    """With `td3_buffer_size` = 3 and a warm-up of 4 env steps, TD3 first learns once a
+    minibatch (4) of its own steps is held, at step 8, and draws only from steps 5..10 at
+    step 10 (6 of its own) within the newest 3, steps 8..10; at step 6 from its 2, steps 5..6."""
+    cfg = HyARConfig(
+        hidden_sizes=(8,),
+        vae_hidden_size=8,
+        learning_starts=4,
+        batch_size=4,
+        buffer_size=16,
+        td3_buffer_size=3,
+    )
+    env = platform.with_num_envs(1)
+    setup = make_setup(cfg, env.spec)
+    driver = off_policy_setup(cfg, env, make_learner(setup, env.spec), own_steps_window=3)
+    assert driver.learn_after == 8
+    steps = fake_steps(setup, 10)._replace(reward=jnp.arange(1.0, 11))  # reward: the step
+    many = driver._replace(cfg=dataclasses.replace(cfg, batch_size=600, buffer_size=600))
+    for env_steps, drawn in ((10, {8.0, 9.0, 10.0}), (6, {5.0, 6.0})):
+        written = jax.tree.map(lambda x, n=env_steps: x[:n], steps)
+        buffer = replay.add(init(driver, make_key(0)).buffer, written)
+        batch = sample_batch(many, buffer, make_key(env_steps), jnp.int32(env_steps))
+        assert set(np.asarray(batch.reward).tolist()) == drawn
+
+
 def fake_steps(setup, n: int) -> Transition:
     """`n` stored steps with random observations and warm-up actions."""
     obs = jax.random.normal(make_key(11), (n, 9))
@@ -431,6 +457,10 @@ def fake_steps(setup, n: int) -> Transition:
         ("agent.range_percent=50", r"agent.range_percent=50.0 must be in \[0, 50\)"),
         ("agent.learning_starts=0", "agent.learning_starts=0 must be >= 1"),
         ("agent.relabel_threshold=-1", "agent.relabel_threshold=-1.0 must be >= 0"),
+        (
+            "agent.td3_buffer_size=300000",
+            r"agent.td3_buffer_size=300000 must be in \[0, agent.buffer_size=200000\]",
+        ),
     ],
 )
 def test_bad_settings_are_config_errors(override, message):

@@ -45,6 +45,18 @@ def test_samples_only_written_items_uniformly():
     np.testing.assert_allclose(counts[1:] / 40_000, 0.25, atol=0.01)
 
 
+def test_the_newest_rows_are_drawn_uniformly_through_a_wrap():
+    """A 5-row ring after items 1..7 holds 3..7 (6 and 7 in rows 0 and 1): a window of 2 draws
+    6 and 7 evenly, one wider than what is held draws all five, one below 1 the newest."""
+    buf = replay.init(jnp.zeros((), jnp.int32), capacity=5)
+    buf = replay.add(replay.add(buf, jnp.arange(1, 5)), jnp.arange(5, 8))
+    for window, held in ((2, [6, 7]), (9, [3, 4, 5, 6, 7]), (0, [7])):
+        rows = replay.sample_newest_rows(buf, jax.random.key(window), 20_000, jnp.int32(window))
+        counts = np.bincount(np.asarray(replay.gather(buf, rows)), minlength=8)
+        assert set(np.flatnonzero(counts)) == set(held)
+        np.testing.assert_allclose(counts[held] / 20_000, 1 / len(held), atol=0.015)
+
+
 def test_too_large_a_batch_is_refused_clearly():
     buf = replay.init(jnp.zeros(()), capacity=2)
     with pytest.raises(ConfigError, match="cannot add 3 items at once"):
@@ -110,6 +122,7 @@ def test_n_step_minibatches_follow_each_env_through_a_wrapped_buffer():
         cfg=SimpleNamespace(batch_size=200, gamma=gamma),
         n_step=3,
         env=SimpleNamespace(spec=SimpleNamespace(num_envs=num_envs)),
+        own_steps_window=0,
     )
     batch = jax.tree.map(np.asarray, sample_batch(setup, buffer, jax.random.key(0)))
     starts = {(int(e), int(s)) for e, s in batch.obs}
