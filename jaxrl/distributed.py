@@ -68,6 +68,9 @@ def start(cfg: DistributedConfig) -> None:
     # A coordinator on a loopback address can only be reached from this machine: listen there
     # alone, not on every interface (JAX's default).
     bind = address if address and address.rpartition(":")[0] in LOOPBACK_HOSTS else None
+    # JAX's preemption service binds SIGTERM in C++ and only records it for a sync point that
+    # jaxrl never asks about: the run would train on. `agree` shares stop signals instead.
+    jax.config.update("jax_enable_preemption_service", False)
     try:
         jax.distributed.initialize(
             coordinator_address=address,
@@ -116,18 +119,20 @@ def is_primary() -> bool:
     return jax.process_index() == 0
 
 
-def agree(stop_requested: bool, checkpoint_due: bool) -> tuple[bool, bool]:
-    """(stop, checkpoint now) as every process will act on it: stop if any process was asked to
-    (Ctrl-C reaches them at different moments), checkpoint when process 0's clock says so. One
-    tiny all-gather; a run of one process takes its own answers without one."""
+def agree(stop_signal: int | None, checkpoint_due: bool) -> tuple[int | None, bool]:
+    """(the signal to stop on, checkpoint now) as every process will act on it: stop if any
+    process was asked to (Ctrl-C reaches them at different moments; the signal of the lowest
+    process id that took one, so that all report and exit alike), checkpoint when process 0's
+    clock says so. One tiny all-gather; a run of one process takes its own answers without one."""
     if not is_distributed():
-        return stop_requested, checkpoint_due
+        return stop_signal, checkpoint_due
     import numpy as np
     from jax.experimental import multihost_utils
 
     with collectives_fail_as_one_line():  # a peer that died while the others agree
-        votes = multihost_utils.process_allgather(np.array([stop_requested, checkpoint_due]))
-    return bool(votes[:, 0].any()), bool(votes[0, 1])
+        votes = multihost_utils.process_allgather(np.array([stop_signal or 0, checkpoint_due]))
+    taken = votes[:, 0][votes[:, 0] > 0]
+    return (int(taken[0]) if taken.size else None), bool(votes[0, 1])
 
 
 def on_every_host(tree: Any) -> Any:

@@ -61,6 +61,18 @@ class StopRequest:
         self.signum = signum
         self.reason = reason
 
+    def stopped_elsewhere(self, signum: int) -> None:
+        """Take the stop that another process of a distributed run was asked for by `signum`:
+        the run then reports and exits as that process does."""
+        if not self.requested:
+            name = signal.Signals(signum).name
+            self._ask(signum, "interrupted" if signum == signal.SIGINT else f"stopped by {name}")
+
+    @property
+    def signal_taken(self) -> int | None:
+        """The signal that asked for the stop, None while none did."""
+        return self.signum if self.requested else None
+
     def defer(self, handler: Callable[[int, FrameType | None], Any]) -> Callable[..., None]:
         """A signal handler that asks for a stop and leaves `handler` for `finish`; a second
         such signal calls it at once."""

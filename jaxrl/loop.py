@@ -433,8 +433,8 @@ def _train(
         if saved_iteration is None:  # so that even a run that fails at once has a checkpoint
             checkpoint()
         # Every process makes the same calls: a stop that any of them was asked for is theirs.
-        stopping, _ = distributed.agree(stop.requested, False)
-        while not _budget_reached(cfg, runs, progress) and not stopping:
+        agreed_stop, _ = distributed.agree(stop.signal_taken, False)
+        while not _budget_reached(cfg, runs, progress) and agreed_stop is None:
             t_chunk = time.perf_counter()
             with host_errors(), distributed.collectives_fail_as_one_line():
                 new_carry, out = compiled(
@@ -470,12 +470,13 @@ def _train(
                     }
                 )
             chunks_done += 1
-            stopping, due = distributed.agree(
-                stop.requested, time.monotonic() - saved_at >= cfg.checkpoint.min_seconds
+            agreed_stop, due = distributed.agree(
+                stop.signal_taken, time.monotonic() - saved_at >= cfg.checkpoint.min_seconds
             )
-            if stopping or (chunks_done % cfg.checkpoint.every == 0 and due):
+            if agreed_stop is not None or (chunks_done % cfg.checkpoint.every == 0 and due):
                 checkpoint()
-        if stopping and status == "completed":
+        if agreed_stop is not None and status == "completed":
+            stop.stopped_elsewhere(agreed_stop)
             status = "interrupted"
             if saved_iteration != progress.iteration:
                 checkpoint()
