@@ -42,6 +42,7 @@ from envs.host import (
     RayConfig,
     close_all_pools,
 )
+from jaxrl import interrupt
 from jaxrl.config import ConfigError
 
 
@@ -109,6 +110,7 @@ def connect(cfg: RayConfig, timeout: float | None) -> None:
     # Exit hooks run last-registered first: this one, after Ray's (registered on importing it),
     # closes the pools while the driver is still connected.
     atexit.register(close_all_pools)
+    interrupt.rebind_handlers()  # Ray's native SIGTERM handler would kill the run mid chunk
 
 
 VALID_ADDRESSES = "null, auto, local or the HOST:PORT of a running Ray cluster's head"

@@ -109,6 +109,19 @@ class StopRequest:
 _active: StopRequest | None = None
 
 
+def rebind_handlers() -> None:
+    """Bind the Python handlers of the stop and preemption signals again where native code
+    replaced them: joining Ray installs absl's failure-signal handler, which on SIGTERM dumps a
+    stack and kills the process, so the run lost the chunk in flight. Python still lists its own
+    handler (`signal.getsignal`); binding it again restores it. Main thread only."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for signum in (*STOP_SIGNALS, *PREEMPTION_SIGNALS):
+        handler = signal.getsignal(signum)
+        if callable(handler):
+            signal.signal(signum, handler)
+
+
 @contextlib.contextmanager
 def signals_request_stop(exit_at_once: bool = False) -> Iterator[StopRequest]:
     """Route SIGINT, SIGTERM (unless something else handles it) and a scheduler's preemption

@@ -31,6 +31,8 @@ from cli_helpers import (
     cli,
     error_lines,
     pythonpath,
+    start,
+    wait_for_evals,
 )
 
 import envs
@@ -269,6 +271,36 @@ def test_cli_runs_on_ray_workers_give_the_sync_pools_numbers(ray_cluster, tmp_pa
             summaries = dict(zip(POOLS, numbers, strict=True))
         assert summaries["ray"] == summaries["sync"], agent
         assert len(summaries["ray"]["runs"]) == (2 if agent == "ppo" else 1)
+
+
+def test_sigterm_on_ray_workers_checkpoints_and_exits_143(ray_cluster, tmp_path):
+    """Joining Ray binds a native SIGTERM handler (a stack dump, then death: the chunk in flight
+    and its checkpoint were lost); the run binds its own again, so SIGTERM stops a run on Ray
+    workers as any other: a checkpoint, one line, exit 143."""
+    run_dir = tmp_path / "run"
+    proc = start(
+        "agent=es",
+        *TINY_ES,
+        "budget.env_steps=1e8",
+        "env=gym/CartPole-v1",
+        "env.pool=ray",
+        f"env.ray.address={ray_cluster}",
+        "env.ray.num_workers=2",
+        "log.progress=false",
+        "log.tensorboard=false",
+        f"log.dir={run_dir}",
+    )
+    wait_for_evals(run_dir, 1, proc)
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 143, stderr
+    summary = _summary(run_dir)
+    assert summary["status"] == "interrupted"
+    assert error_lines(stderr) == [
+        f"stopped by SIGTERM: checkpoint at iteration {summary['iterations']} in "
+        f"{run_dir / 'checkpoints'}; continue with resume={run_dir}"
+    ]
+    assert (run_dir / "checkpoints" / str(summary["iterations"])).is_dir()
 
 
 @pytest.mark.parametrize(
