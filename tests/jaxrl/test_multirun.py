@@ -300,6 +300,8 @@ def test_a_sweep_launched_again_continues_its_jobs_and_refuses_others(tmp_path: 
     args = (*TINY_ES, "log.tensorboard=false", "log.progress=false", f"hydra.sweep.dir={tmp_path}")
     first = cli("-m", "agent.sigma=0.02,0.05", "budget.env_steps=2e3", *args)
     assert first.returncode == 0, first.stderr
+    # Hydra's job logging prints INFO records: JAX's (its backend probing) are kept off.
+    assert "][jax" not in first.stdout + first.stderr, first.stdout
     steps = json.loads((tmp_path / "1" / "summary.json").read_text())["env_steps"]
     done = json.loads((tmp_path / "0" / "summary.json").read_text())["iterations"]
     again = cli("-m", "agent.sigma=0.02,0.1", "budget.env_steps=4e3", *args)
