@@ -42,6 +42,11 @@ def exit_code(signum: int) -> int:
 STOPPED_BY_SIGNAL = frozenset(exit_code(s) for s in (*STOP_SIGNALS, *PREEMPTION_SIGNALS))
 
 
+def stop_reason(signum: int) -> str:
+    """How a run that `signum` stopped reports it."""
+    return "interrupted" if signum == signal.SIGINT else f"stopped by {signal.Signals(signum).name}"
+
+
 class StopRequest:
     """Whether a signal asked the run to stop, which one, and what a second signal says before
     it stops the process."""
@@ -65,8 +70,7 @@ class StopRequest:
         """Take the stop that another process of a distributed run was asked for by `signum`:
         the run then reports and exits as that process does."""
         if not self.requested:
-            name = signal.Signals(signum).name
-            self._ask(signum, "interrupted" if signum == signal.SIGINT else f"stopped by {name}")
+            self._ask(signum, stop_reason(signum))
 
     @property
     def signal_taken(self) -> int | None:
@@ -97,7 +101,7 @@ class StopRequest:
     def handle(self, signum: int, frame: object) -> None:
         name = signal.Signals(signum).name
         if not self.requested:
-            self._ask(signum, "interrupted" if signum == signal.SIGINT else f"stopped by {name}")
+            self._ask(signum, stop_reason(signum))
             return
         if not self.exit_at_once:
             raise KeyboardInterrupt
