@@ -105,6 +105,15 @@ ROWS = [
         "0.98 (return)",
         budget=200_000,
     ),
+    # The reference's two buffers on Platform: TD3 on its own newest 1e5 transitions, the VAE
+    # on all of the run's (the default buffer holds the whole budget).
+    Row(
+        "HyAR, TD3 on its own newest 100k, VAE on all",
+        (*HYAR, "agent.td3_buffer_size=100000"),
+        PLATFORM,
+        "0.98 (return)",
+        budget=200_000,
+    ),
     # The `goal` preset: the reference's warm-up and budget, and its two buffers: TD3 draws
     # from its own newest 1e5 transitions (no warm-up ones), the VAE from every transition of
     # the run (its 2e6 buffer holds them all).
@@ -168,6 +177,20 @@ ROWS = [
     # of this CPU affords with 5 seeds in one program.
     Row("HyAR", HYAR, HARD_MOVE[8], "0.89", budget=650_000),
     Row("HyAR", HYAR, HARD_MOVE[10], "0.75", budget=250_000),
+    # n=10 at n=8's budget: 500k env steps of learning after the warm-up.
+    Row("HyAR, 650k env steps", HYAR, HARD_MOVE[10], "0.75", budget=650_000),
+    # The reference's two Hard Move buffers (main_embedding_hard_move_td3.py): TD3 on its own
+    # steps only (1e6: every one of them), the VAE on all, the random warm-up's included.
+    *(
+        Row(
+            "HyAR, TD3 on its own steps, VAE on all",
+            (*HYAR, "agent.buffer_size=250000", "agent.td3_buffer_size=100000"),
+            HARD_MOVE[n],
+            table_2,
+            budget=250_000,
+        )
+        for n, table_2 in ((4, "0.93"), (6, "0.92"), (10, "0.75"))
+    ),
     Row("HyAR", HYAR, CATCH_POINT, "0.90"),
 ]
 
@@ -376,6 +399,8 @@ def main() -> None:
         for i, row in enumerate(chosen):
             result = run(row, args, Path(tmp) / str(i))
             result["load"] = load_note(load_before, os.getloadavg()[0])
+            # Read again: another process of this script may have stored a row meanwhile.
+            store = json.loads(STORE.read_text()) if STORE.exists() else {}
             store[label(row)] = result
             STORE.write_text(json.dumps(store, indent=1))
             final = np.asarray(result["success"])[:, -1]
