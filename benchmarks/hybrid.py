@@ -189,6 +189,15 @@ ROWS = [
         budget=250_000,
     ),
     Row("HyAR", HYAR, CATCH_POINT, "0.90"),
+    # The reference's Catch Point buffers (main_embedding_direction_catch_td3.py): TD3 on its own
+    # newest 1e5 steps, the VAE on all (its 1e6 holds the whole run).
+    Row(
+        "HyAR, TD3 on its own newest 100k, VAE on all",
+        (*HYAR, "agent.buffer_size=225000", "agent.td3_buffer_size=100000"),
+        CATCH_POINT,
+        "0.90",
+        budget=225_000,
+    ),
 ]
 
 
