@@ -99,12 +99,12 @@ class StopRequest:
             handler(signum, None)
 
     def handle(self, signum: int, frame: object) -> None:
-        name = signal.Signals(signum).name
         if not self.requested:
             self._ask(signum, stop_reason(signum))
             return
         if not self.exit_at_once:
             raise KeyboardInterrupt
+        name = signal.Signals(signum).name
         again = "interrupted again" if signum == signal.SIGINT else f"{name} again"
         os.write(2, f"{again}: stopped at once; {self.kept}\n".encode())
         os._exit(exit_code(signum))
