@@ -31,6 +31,7 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from common import (
@@ -365,6 +366,11 @@ def plot(store: dict[str, dict]) -> None:
     plt.close(fig)
 
 
+def stored_results() -> dict[str, Any]:
+    """Every row's result stored so far (empty before the first)."""
+    return json.loads(STORE.read_text()) if STORE.exists() else {}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", nargs="*", default=[], help="labels to run (see --list)")
@@ -385,7 +391,7 @@ def main() -> None:
     if args.list:
         print("\n".join(f"{label(row)}: {' '.join(row.overrides)}" for row in ROWS))
         return
-    store = json.loads(STORE.read_text()) if STORE.exists() else {}
+    store = stored_results()
     chosen = [row for row in ROWS if label(row) in args.rows]
     unknown = set(args.rows) - {label(row) for row in ROWS}
     if unknown:
@@ -406,7 +412,7 @@ def main() -> None:
             result = run(row, args, Path(tmp) / str(i))
             result["load"] = load_note(load_before, os.getloadavg()[0])
             # Read again: another process of this script may have stored a row meanwhile.
-            store = json.loads(STORE.read_text()) if STORE.exists() else {}
+            store = stored_results()
             store[label(row)] = result
             STORE.write_text(json.dumps(store, indent=1))
             final = np.asarray(result["success"])[:, -1]
