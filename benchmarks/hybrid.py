@@ -190,6 +190,8 @@ ROWS = [
         budget=250_000,
     ),
     Row("HyAR", HYAR, CATCH_POINT, "0.90"),
+    # 375k env steps of learning after the preset's 125k warm-up (the 225k row still rose).
+    Row("HyAR, 500k env steps", HYAR, CATCH_POINT, "0.90", budget=500_000),
     # The reference's Catch Point buffers (main_embedding_direction_catch_td3.py): TD3 on its own
     # newest 1e5 steps, the VAE on all (its 1e6 holds the whole run).
     Row(

@@ -354,7 +354,8 @@ PRESETS: tuple[Preset, ...] = (
         ("hyar",),
         ("CatchPoint-v0",),
         ("budget.env_steps=1000000", *_episodes_schedule(25)),
-        "HyAR's Catch Point schedules and budget; paper 0.90",
+        "HyAR's Catch Point schedules and budget; paper 0.90, 0.66 here at 500k env steps, 0.64 "
+        "over the last quarter (benchmarks/results/hybrid.md)",
     ),
     *_preset(
         "atari",
