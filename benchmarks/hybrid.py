@@ -177,6 +177,9 @@ ROWS = [
     # 150k env steps of the preset's random warm-up, then 500k of learning: what one session
     # of this CPU affords with 5 seeds in one program.
     Row("HyAR", HYAR, HARD_MOVE[8], "0.89", budget=650_000),
+    # n=4 and n=6 with 250k env steps of learning after the warm-up (both still rose at 250k).
+    Row("HyAR, 400k env steps", HYAR, HARD_MOVE[4], "0.93", budget=400_000),
+    Row("HyAR, 400k env steps", HYAR, HARD_MOVE[6], "0.92", budget=400_000),
     Row("HyAR", HYAR, HARD_MOVE[10], "0.75", budget=250_000),
     # n=10 with 250k env steps of learning after the warm-up (n=8 was above 0.8 by then).
     Row("HyAR, 400k env steps", HYAR, HARD_MOVE[10], "0.75", budget=400_000),
