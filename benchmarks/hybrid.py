@@ -82,6 +82,20 @@ PDQN = ("agent=pdqn", "agent.multi_pass=false")
 MPDQN = ("agent=pdqn", "agent.multi_pass=true")
 PADDPG = ("agent=paddpg",)
 HYAR = ("agent=hyar",)
+
+
+def two_buffers(env: Env, paper: str, budget: int) -> Row:
+    """HyAR with the reference's two buffers: TD3 on its own newest 100k steps, the VAE on every
+    step of the run (the buffer holds the whole budget)."""
+    return Row(
+        "HyAR, TD3 on its own newest 100k, VAE on all",
+        (*HYAR, f"agent.buffer_size={budget}", "agent.td3_buffer_size=100000"),
+        env,
+        paper,
+        budget=budget,
+    )
+
+
 # HyAR's Table 2 as the issue quotes it: the best baseline (PDQN-TD3) on Goal and Hard Move n = 8.
 ROWS = [
     Row("P-DQN", PDQN, PLATFORM, "—"),
@@ -120,13 +134,7 @@ ROWS = [
     # the run (its 2e6 buffer holds them all).
     Row("HyAR", HYAR, GOAL, "0.78", budget=321_000),
     # The same on seeds 0-2 alone, beside the other 3-seed rows.
-    Row(
-        "HyAR, TD3 on its own newest 100k, VAE on all",
-        (*HYAR, "agent.buffer_size=321000", "agent.td3_buffer_size=100000"),
-        GOAL,
-        "0.78",
-        budget=321_000,
-    ),
+    two_buffers(GOAL, "0.78", 321_000),
     # The preset before: one 100k buffer for both, warm-up included.
     Row(
         "HyAR, one 100k buffer for TD3 and the VAE",
@@ -197,13 +205,7 @@ ROWS = [
     Row("HyAR, 500k env steps", HYAR, CATCH_POINT, "0.90", budget=500_000),
     # The reference's Catch Point buffers (main_embedding_direction_catch_td3.py): TD3 on its own
     # newest 1e5 steps, the VAE on all (its 1e6 holds the whole run).
-    Row(
-        "HyAR, TD3 on its own newest 100k, VAE on all",
-        (*HYAR, "agent.buffer_size=225000", "agent.td3_buffer_size=100000"),
-        CATCH_POINT,
-        "0.90",
-        budget=225_000,
-    ),
+    two_buffers(CATCH_POINT, "0.90", 225_000),
 ]
 
 
