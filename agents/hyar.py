@@ -43,7 +43,8 @@ encoder samples and the dynamics error on them), `agents/P_TD3_relable.py` (the 
 256-256 networks, Adam 3e-4, the relabelling rules and their noise 0.1 clipped at 0.5, the
 threshold 5 × the dynamics error, the inverted gradients on the tanh outputs, actor gradients
 clipped at 10), `HyAR_RL/main_embedding_platform_td3.py` and `main_embedding_hard_move_td3.py`
-(the settings: 6-dimensional z_k and z_x, batch 128, γ 0.99, τ 0.005, smoothing 0.1 clipped at
+(the settings: 6-dimensional z_k and z_x, 4 and 4 in `main_embedding_direction_catch_td3.py`, the
+`catch-point` preset's; batch 128, γ 0.99, τ 0.005, smoothing 0.1 clipped at
 0.5, policy delay 2, 5,000 random episodes, 5,000 pre-training VAE steps of batch 64, exploration
 σ 1 → 0.1 over 1,000 episodes, one VAE step every 10 episodes from episode 1,000).
 

@@ -191,6 +191,8 @@ ROWS = [
     Row("HyAR", HYAR, HARD_MOVE[10], "0.75", budget=250_000),
     # n=10 with 250k env steps of learning after the warm-up (n=8 was above 0.8 by then).
     Row("HyAR, 400k env steps", HYAR, HARD_MOVE[10], "0.75", budget=400_000),
+    # 550k of learning (the 400k row still rose: 0.14, 0.42, 0.66 at its end).
+    Row("HyAR, 700k env steps", HYAR, HARD_MOVE[10], "0.75", budget=700_000),
     # The reference's two Hard Move buffers (main_embedding_hard_move_td3.py): TD3 on its own
     # steps only (1e6: every one of them), the VAE on all, the random warm-up's included.
     Row(
@@ -206,6 +208,21 @@ ROWS = [
     # The reference's Catch Point buffers (main_embedding_direction_catch_td3.py): TD3 on its own
     # newest 1e5 steps, the VAE on all (its 1e6 holds the whole run).
     two_buffers(CATCH_POINT, "0.90", 225_000),
+    # The reference's Catch Point latents (main_embedding_direction_catch_td3.py: 2 × 2 for z_k,
+    # 2 × 1 + 2 for z_x), where every other env has 6 and 6, the agent's defaults.
+    *(
+        Row(
+            label,
+            (*HYAR, "agent.discrete_latent_size=4", "agent.parameter_latent_size=4"),
+            CATCH_POINT,
+            "0.90",
+            budget=budget,
+        )
+        for label, budget in (
+            ("HyAR, 4-dim latents", 225_000),
+            ("HyAR, 4-dim latents, 500k env steps", 500_000),
+        )
+    ),
 ]
 
 
