@@ -84,12 +84,14 @@ PADDPG = ("agent=paddpg",)
 HYAR = ("agent=hyar",)
 
 
-def two_buffers(env: Env, paper: str, budget: int) -> Row:
+def two_buffers(
+    env: Env, paper: str, budget: int, label: str = "HyAR", overrides: tuple[str, ...] = ()
+) -> Row:
     """HyAR with the reference's two buffers: TD3 on its own newest 100k steps, the VAE on every
     step of the run (the buffer holds the whole budget)."""
     return Row(
-        "HyAR, TD3 on its own newest 100k, VAE on all",
-        (*HYAR, f"agent.buffer_size={budget}", "agent.td3_buffer_size=100000"),
+        f"{label}, TD3 on its own newest 100k, VAE on all",
+        (*HYAR, *overrides, f"agent.buffer_size={budget}", "agent.td3_buffer_size=100000"),
         env,
         paper,
         budget=budget,
@@ -222,6 +224,13 @@ ROWS = [
             ("HyAR, 4-dim latents", 225_000),
             ("HyAR, 4-dim latents, 500k env steps", 500_000),
         )
+    ),
+    two_buffers(
+        CATCH_POINT,
+        "0.90",
+        225_000,
+        "HyAR, 4-dim latents",
+        ("agent.discrete_latent_size=4", "agent.parameter_latent_size=4"),
     ),
 ]
 
