@@ -82,6 +82,9 @@ PDQN = ("agent=pdqn", "agent.multi_pass=false")
 MPDQN = ("agent=pdqn", "agent.multi_pass=true")
 PADDPG = ("agent=paddpg",)
 HYAR = ("agent=hyar",)
+# The reference's Catch Point latents (main_embedding_direction_catch_td3.py: 2 × 2 for z_k,
+# 2 × 1 + 2 for z_x), where every other env has 6 and 6, the agent's defaults.
+CATCH_POINT_LATENTS = ("agent.discrete_latent_size=4", "agent.parameter_latent_size=4")
 
 
 def two_buffers(
@@ -210,28 +213,15 @@ ROWS = [
     # The reference's Catch Point buffers (main_embedding_direction_catch_td3.py): TD3 on its own
     # newest 1e5 steps, the VAE on all (its 1e6 holds the whole run).
     two_buffers(CATCH_POINT, "0.90", 225_000),
-    # The reference's Catch Point latents (main_embedding_direction_catch_td3.py: 2 × 2 for z_k,
-    # 2 × 1 + 2 for z_x), where every other env has 6 and 6, the agent's defaults.
+    # The reference's Catch Point latents (the `catch-point` preset's since these rows).
     *(
-        Row(
-            label,
-            (*HYAR, "agent.discrete_latent_size=4", "agent.parameter_latent_size=4"),
-            CATCH_POINT,
-            "0.90",
-            budget=budget,
-        )
+        Row(label, (*HYAR, *CATCH_POINT_LATENTS), CATCH_POINT, "0.90", budget=budget)
         for label, budget in (
             ("HyAR, 4-dim latents", 225_000),
             ("HyAR, 4-dim latents, 500k env steps", 500_000),
         )
     ),
-    two_buffers(
-        CATCH_POINT,
-        "0.90",
-        225_000,
-        "HyAR, 4-dim latents",
-        ("agent.discrete_latent_size=4", "agent.parameter_latent_size=4"),
-    ),
+    two_buffers(CATCH_POINT, "0.90", 225_000, "HyAR, 4-dim latents", CATCH_POINT_LATENTS),
 ]
 
 
