@@ -61,9 +61,10 @@ VAE step). (4) The relabelling check decodes z_x mapped into the encoder's range
 when acting; the reference passes the unmapped actor output. (5) The VAE's Adam keeps its moments;
 the reference builds a new Adam at every VAE step, so each of its steps is Adam's first, about
 `vae_lr`·sign(gradient) (`vae_adam_moments=false`). (6) A fixed number of pre-training steps; the
-reference stops after 5,000 once its loss stops falling. (7) One update per env step; the reference
-adds one at each episode's start. (8) Flax's LeCun-normal initialisers instead of PyTorch's; a
-latent range is kept at least 1e-6 wide so that mapping back into [−1, 1] never divides by zero.
+reference stops after 5,000 once its loss stops falling. (7) One update per env step unless
+`update_at_episode_start`; the reference adds one at each episode's start. (8) Flax's LeCun-normal
+initialisers instead of PyTorch's; a latent range is kept at least 1e-6 wide so that mapping back
+into [−1, 1] never divides by zero.
 """
 
 from __future__ import annotations
@@ -124,6 +125,9 @@ class HyARConfig(DeterministicConfig):
     # reference does, drawing only from the newest N of its own transitions; the VAE still
     # draws from the whole buffer.
     td3_buffer_size: int = 0
+    # True: one more TD3 update as each episode starts, besides one per env step, as the
+    # reference's loop does (many more updates per env step where episodes are short: Goal).
+    update_at_episode_start: bool = False
     batch_size: int = 128
     learning_starts: int = 11_000  # env steps of random actions: ~5,000 Platform episodes
     target_noise: float = 0.1
@@ -752,6 +756,12 @@ def make_hyar(cfg: HyARConfig, env: Env) -> Agent:
     followed by its VAE training."""
     setup = make_setup(cfg, env.spec)
     learner = make_learner(setup, env.spec)
-    driver = offpolicy.off_policy_setup(cfg, env, learner, own_steps_window=cfg.td3_buffer_size)
+    driver = offpolicy.off_policy_setup(
+        cfg,
+        env,
+        learner,
+        own_steps_window=cfg.td3_buffer_size,
+        update_at_episode_start=cfg.update_at_episode_start,
+    )
     agent = offpolicy.off_policy_agent(driver)
     return agent._replace(train_step=functools.partial(train_step, setup, driver))

@@ -185,6 +185,14 @@ ROWS = [
         "0.78",
         budget=321_000,
     ),
+    # The preset's with the reference's loop: one more TD3 update as each episode starts.
+    Row(
+        "HyAR, an update as each episode starts",
+        (*HYAR, "agent.update_at_episode_start=true"),
+        GOAL,
+        "0.78",
+        budget=321_000,
+    ),
     Row("HyAR", HYAR, HARD_MOVE[4], "0.93", budget=250_000),
     Row("HyAR", HYAR, HARD_MOVE[6], "0.92", budget=250_000),
     # 150k env steps of the preset's random warm-up, then 500k of learning: what one session

@@ -18,7 +18,7 @@ import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -30,7 +30,7 @@ from jaxrl.datatypes import Action, Agent, Array, EnvSpec, Key, Metrics, PyTree,
 from jaxrl.env import Env, random_actions
 from jaxrl.frame_replay import FrameReplayState
 from jaxrl.networks import check_mlp
-from jaxrl.parallel import every_run
+from jaxrl.parallel import cond_over_runs, every_run
 from jaxrl.prioritized import Prioritization, PrioritizedBuffer
 from jaxrl.replay import ReplayState
 
@@ -291,6 +291,9 @@ class OffPolicySetup(NamedTuple):
     # warm-up, the learner's own (HyAR's reference keeps TD3's buffer apart from the warm-up's
     # and the VAE's), learning once a minibatch of them is held.
     own_steps_window: int = 0
+    # True: one more round of updates after every round in which one of the run's episodes
+    # ended, HyAR's reference loop (an update as each episode starts, besides one per step).
+    update_at_episode_start: bool = False
 
 
 def exploring_policy(
@@ -441,20 +444,34 @@ def learn(
 def one_round(
     setup: OffPolicySetup, carry: tuple[OffPolicyState, PyTree], key: Key
 ) -> tuple[tuple[OffPolicyState, PyTree], tuple[Array, Array, Metrics]]:
-    """`train_freq` collecting steps, then the updates once learning has started."""
+    """`train_freq` collecting steps, then the updates once learning has started (and with
+    `update_at_episode_start`, another round of them where an episode ended)."""
     cfg = setup.cfg
     collect_key, learn_key = jax.random.split(key)
     (state, env_state), (ends, returns) = jax.lax.scan(
         functools.partial(collect, setup), carry, jax.random.split(collect_key, cfg.train_freq)
     )
-    args = (state.learner, state.buffer, state.env_steps, learn_key)
     # Jitted so that the trace for the metrics' shapes is the one `lax.cond` reuses.
     update = jax.jit(functools.partial(learn, setup), inline=True)
-    metric_shapes = jax.eval_shape(update, *args)[2]
+    args = (state.learner, state.buffer, state.env_steps)
+    metric_shapes = jax.eval_shape(update, *args, learn_key)[2]
 
     def skip(ls: PyTree, buffer: Buffer, *_: Array) -> tuple[PyTree, Priorities | None, Metrics]:
         kept = None if setup.prioritization is None else (buffer.priorities, buffer.max_priority)
         return ls, kept, jax.tree.map(lambda m: jnp.zeros(m.shape, m.dtype), metric_shapes)
+
+    def updated(
+        state: OffPolicyState, branch: Callable[..., Any], key: Key
+    ) -> tuple[OffPolicyState, Metrics]:
+        """`state` after `branch(update, skip, ...)`: a conditional round of updates."""
+        learner_state, priorities, metrics = branch(
+            update, skip, state.learner, state.buffer, state.env_steps, key
+        )
+        state = state._replace(learner=learner_state)
+        if priorities is not None:
+            buffer = state.buffer._replace(priorities=priorities[0], max_priority=priorities[1])
+            state = state._replace(buffer=buffer)
+        return state, metrics
 
     # The runs of one program share their env steps and buffer sizes, so they agree and the
     # warm-up skips its updates under vmap too. The buffer size counts: a run resumed from a
@@ -463,13 +480,14 @@ def one_round(
         (state.env_steps >= setup.learn_after)
         & (state.buffer.size >= min(setup.learn_after, cfg.buffer_size))
     )
-    learner_state, priorities, metrics = jax.lax.cond(ready, update, skip, *args)
-    state = state._replace(learner=learner_state)
-    if priorities is not None:
-        buffer = state.buffer._replace(priorities=priorities[0], max_priority=priorities[1])
-        state = state._replace(buffer=buffer)
-    carry = (state, env_state)
-    return carry, (ends.sum(), returns.sum(), metrics)
+    state, metrics = updated(state, functools.partial(jax.lax.cond, ready), learn_key)
+    if setup.update_at_episode_start:
+        # Runs end their episodes at different steps: both branches and a select only where
+        # they disagree (`cond_over_runs`).
+        started = ready & (ends.sum() > 0)
+        start_key = jax.random.fold_in(learn_key, 1)
+        state, _ = updated(state, functools.partial(cond_over_runs, started), start_key)
+    return (state, env_state), (ends.sum(), returns.sum(), metrics)
 
 
 def train_step(
@@ -514,12 +532,13 @@ def off_policy_setup(
     n_step: int = 1,
     prioritization: Prioritization | None = None,
     own_steps_window: int = 0,
+    update_at_episode_start: bool = False,
 ) -> OffPolicySetup:
     """The driver's setup for `learner` on `env`'s batch, its sizes checked; `n_step` > 1 gives
     the learner n-step returns (`n_step_transitions`: it must use `Transition.discount`),
     `prioritization` draws minibatches by priority (the learner needs a `weighted_update`) and
-    `own_steps_window` > 0 only from the newest of the learner's own transitions
-    (`OffPolicySetup`)."""
+    `own_steps_window` > 0 only from the newest of the learner's own transitions, and
+    `update_at_episode_start` adds a round of updates as episodes start (`OffPolicySetup`)."""
     require(
         prioritization is None or learner.weighted_update is not None,
         f"agent '{cfg.name}' has no prioritised replay",
@@ -562,6 +581,7 @@ def off_policy_setup(
         n_step=n_step,
         prioritization=prioritization,
         own_steps_window=own_steps_window,
+        update_at_episode_start=update_at_episode_start,
     )
 
 

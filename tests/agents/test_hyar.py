@@ -27,6 +27,7 @@ from agents.hyar import (
     exploration_sigma,
     inverting_gradients_at_bounds,
     latent_range,
+    make_hyar,
     make_learner,
     make_setup,
     nearest_choice,
@@ -44,6 +45,7 @@ from jaxrl.cli import compose
 from jaxrl.config import ConfigError, EnvConfig
 from jaxrl.datatypes import Transition
 from jaxrl.offpolicy import exploring_policy, init, off_policy_setup, sample_batch
+from jaxrl.parallel import RUN_AXIS
 from jaxrl.prng import make_key
 
 QUIET = ("log.progress=false", "log.tensorboard=false")
@@ -439,6 +441,38 @@ def test_td3_on_its_own_steps_draws_the_newest_after_the_warm_up(platform):
         buffer = replay.add(init(driver, make_key(0)).buffer, written)
         batch = sample_batch(many, buffer, make_key(env_steps), jnp.int32(env_steps))
         assert set(np.asarray(batch.reward).tolist()) == drawn
+
+
+def test_each_episode_start_adds_an_update_with_the_option(platform):
+    """After the warm-up TD3 updates once per env step and, with `update_at_episode_start`, once
+    more after each step that ended an episode (the reference's update as each episode starts):
+    in the second 40-step iteration, 40 updates plus the episodes ended. Two seeds in one
+    program, whose episodes end at different steps (`cond_over_runs`)."""
+    cfg = HyARConfig(
+        **TINY,
+        learning_starts=40,
+        iteration_steps=40,
+        batch_size=8,
+        vae_pretrain_steps=2,
+        vae_every=20,
+        vae_train_after=1_000,
+        range_samples=16,
+        update_at_episode_start=True,
+    )
+    env = platform.with_num_envs(1)
+    agent = make_hyar(cfg, env)
+
+    def second_iteration(key):
+        init_key, env_key, first_key, second_key = jax.random.split(key, 4)
+        state, env_state, _ = agent.train_step(agent.init(init_key), env.reset(env_key), first_key)
+        before = state.learner.td3.updates  # none: TD3 waits for the VAE's pre-training
+        state, _, metrics = agent.train_step(state, env_state, second_key)
+        return before, state.learner.td3.updates, metrics["episodes"]
+
+    run = jax.jit(jax.vmap(second_iteration, axis_name=RUN_AXIS))
+    before, after, episodes = (np.asarray(x) for x in run(jax.random.split(make_key(3), 2)))
+    assert (before == 0).all() and (episodes > 0).all()
+    np.testing.assert_array_equal(after, 40 + episodes)
 
 
 def fake_steps(setup, n: int) -> Transition:
