@@ -16,6 +16,8 @@ For jaxrl that is `PUREJAXRL_DQN_CARTPOLE` (`common.py`), with its default evalu
 20 per run, 10 greedy episodes each) and checkpoints; its run time is the whole `train` call but
 the compile. PureJaxRL is `jax.jit(jax.vmap(make_train(config)))`, compiled with
 `.lower().compile()`, and evaluates nothing while it trains.
+The process has the devices a CLI run has (`parallel.use_cores_as_devices`): jaxrl's seeds run
+spread over the cores, PureJaxRL's program on the first device, as its script runs it.
 
 Quality: each seed's final parameters, 10 greedy episodes — jaxrl's last evaluation; for
 PureJaxRL the same episodes run on its final Q-network here (`jaxrl.rollout.run_episodes`,
@@ -62,7 +64,7 @@ sys.path.insert(0, str(REPO))
 
 import envs
 from agents.dqn import make_learner
-from jaxrl import offpolicy
+from jaxrl import offpolicy, parallel
 from jaxrl.cli import compose
 from jaxrl.config import EnvConfig
 from jaxrl.loop import train
@@ -204,6 +206,7 @@ def main() -> None:
     parser.add_argument("--jaxrl", nargs="*", default=[], help="extra jaxrl overrides")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = parser.parse_args()
+    parallel.use_cores_as_devices()  # the devices a CLI run of jaxrl has
 
     with tempfile.TemporaryDirectory(prefix="jaxrl-bench-dqn-pjr-") as tmp:
         peer_compile, peer_run = purejaxrl_side(args.purejaxrl, args.seeds)

@@ -14,6 +14,8 @@ all work PureJaxRL does not do. Each side is compiled once per seed count, then 
 alternate (PureJaxRL, jaxrl, PureJaxRL, ...). Printed per row: compile s,
 median run s (min-max), the ratio of medians, and the final return (PureJaxRL: the mean
 training return of episodes ended in the last update; jaxrl: its last evaluation).
+The process has the devices a CLI run has (`parallel.use_cores_as_devices`): jaxrl's seeds run
+spread over the cores, PureJaxRL's program on the first device, as its script runs it.
 
     python benchmarks/ppo_purejaxrl.py --purejaxrl ../purejaxrl [--seeds 1 64] [--repeats 5]
 """
@@ -44,6 +46,7 @@ from purejaxrl_compat import load_make_train
 
 sys.path.insert(0, str(REPO))
 
+from jaxrl import parallel
 from jaxrl.cli import compose
 from jaxrl.loop import train
 
@@ -118,6 +121,7 @@ def main() -> None:
     parser.add_argument("--jaxrl", nargs="*", default=[], help="extra jaxrl overrides")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = parser.parse_args()
+    parallel.use_cores_as_devices()  # the devices a CLI run of jaxrl has
     make_train, _ = load_make_train(args.purejaxrl, "ppo.py")
 
     rows = []

@@ -20,7 +20,6 @@ import types
 from pathlib import Path
 from typing import Any
 
-import gymnax.wrappers  # noqa: F401 (imported before the stand-in for its purerl module)
 import jax
 import jax.numpy as jnp
 
@@ -86,6 +85,10 @@ def load_make_train(checkout: Path, script: str) -> Any:
         sys.exit(
             f"--purejaxrl {checkout}: no purejaxrl/{script} there (clone luchris429/purejaxrl)"
         )
+    # Imported here, not at the top: gymnax starts JAX's backends on import, and a benchmark
+    # first gives jaxrl's runs their devices (`parallel.use_cores_as_devices`).
+    import gymnax.wrappers  # noqa: F401 (imported before the stand-in for its purerl module)
+
     wrappers = types.SimpleNamespace(
         LogWrapper=_LogWrapper, FlattenObservationWrapper=_FlattenObservationWrapper
     )

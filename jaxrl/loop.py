@@ -24,6 +24,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import yaml
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
 
 import agents
 import envs
@@ -96,6 +98,8 @@ class Trainer:
     agent: Agent = field(init=False)
 
     def __post_init__(self) -> None:
+        if not self.cfg.distributed.enabled:  # a process of a distributed run keeps one device
+            parallel.use_cores_as_devices()
         entry = agents.REGISTRY[self.cfg.agent.name]
         self.progress_metrics = entry.progress_metrics
         self.points = hyper.grid_points(self.cfg.agent, self.cfg.grid.agent)
@@ -126,7 +130,12 @@ class Trainer:
         # same 2-thread XLA pool whose workers are running it, which deadlocks at 0% CPU when two
         # such QRs run at once (seen with 2+ seeds on a 2-core machine).
         init = lambda keys, hp: jax.lax.map(lambda kh: self._init(*kh), (keys, hp))
-        self.init = jax.jit(init)
+        # Several runs on a CPU go as one share per core (`parallel.run_devices`): the init
+        # lays the carry out in those shares and the chunk runs each share on its own device.
+        self.run_sharding = self._run_sharding()
+        self.init = jax.jit(init, out_shardings=self.run_sharding)
+        if self.run_sharding is not None:
+            self.hyper = jax.device_put(self.hyper, self.run_sharding)
         if distributed.is_distributed():
             self._refuse_a_program_of_one_process()
             # The carry as arrays that every process holds: the chunk is one program over all
@@ -145,10 +154,32 @@ class Trainer:
                 donate_argnums=0,
             )
         else:
-            self.chunk = jax.jit(
-                jax.vmap(self._chunk, in_axes=(0, 0, None), axis_name=parallel.RUN_AXIS),
-                donate_argnums=0,
-            )
+            chunk = jax.vmap(self._chunk, in_axes=(0, 0, None), axis_name=parallel.RUN_AXIS)
+            if self.run_sharding is not None:
+                shares = P(parallel.RUN_DEVICES_AXIS)
+                chunk = jax.shard_map(
+                    chunk,
+                    mesh=self.run_sharding.mesh,
+                    in_specs=(shares, shares, P()),
+                    out_specs=shares,
+                    check_vma=False,  # the runs' collectives are vmap's, within a share
+                )
+            self.chunk = jax.jit(chunk, donate_argnums=0)
+
+    def _run_sharding(self) -> NamedSharding | None:
+        """The runs' layout over `parallel.run_devices`: None where they take one device, as
+        runs on host envs do (their steps are callbacks into this process's pools, which XLA
+        does not split over devices, and the pools' time is not the cores' to share)."""
+        devices = parallel.run_devices(len(self.runs))
+        if len(devices) == 1 or self.env.spec.family == "host":
+            return None
+        mesh = jax.make_mesh(
+            (len(devices),),
+            (parallel.RUN_DEVICES_AXIS,),
+            axis_types=(jax.sharding.AxisType.Auto,),
+            devices=devices,
+        )
+        return NamedSharding(mesh, P(parallel.RUN_DEVICES_AXIS))
 
     def _refuse_a_program_of_one_process(self) -> None:
         """ConfigError, before anything is compiled, for an agent that never splits its work
@@ -383,6 +414,11 @@ def _train(
         abstract = jax.eval_shape(trainer.init, keys, trainer.hyper)
         if distributed.is_distributed():  # the compiler chooses how the chunk takes the carry
             abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), abstract)
+        elif trainer.run_sharding is not None:
+            abstract = jax.tree.map(
+                lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=trainer.run_sharding),
+                abstract,
+            )
         compiling = pool.submit(
             lambda: trainer.chunk.lower(abstract, trainer.hyper, iterations).compile()
         )
@@ -397,7 +433,9 @@ def _train(
             carry = carry._replace(env_state=fresh_env_state)
         progress = Progress(**meta["progress"])
         display.message(f"resumed from iteration {progress.iteration} in {run_dir}")
-    if distributed.is_distributed():  # split as the compiled chunk takes it (the env batch)
+    if distributed.is_distributed() or trainer.run_sharding is not None:
+        # split as the compiled chunk takes it (the env batch; the runs' shares): a restored
+        # checkpoint comes back on one device
         carry = parallel.laid_out_as(carry, compiled.input_shardings[0][0])
     compile_seconds = time.perf_counter() - t0
     # A resumed run's logs go back to its checkpoint: what a killed run logged after it is redone.
@@ -635,6 +673,8 @@ def _summary(
         "num_seeds": cfg.num_seeds,
         "num_runs": len(runs),
         "devices": [str(d) for d in jax.devices()],
+        # the devices the runs were spread over in equal shares (one: all runs on the first)
+        "run_devices": 1 if trainer.run_sharding is None else trainer.run_sharding.mesh.size,
         **peak_memory(),
         "runs": [
             {

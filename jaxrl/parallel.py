@@ -3,11 +3,20 @@
 A run of several processes (`jaxrl.distributed`) sees every process's devices: its meshes take
 the same number of devices from each process, so that every process holds its share of what is
 split, and its programs are one program over all of them.
+
+On a CPU, XLA's one device runs a program's operations on all cores, and a small network's
+operations divide badly: a program of several runs (seeds, grid points) goes faster as one share
+of the runs per core, each on a device of its own (`use_cores_as_devices`, `run_devices`). Those
+devices are the runs' alone: an agent's own data parallelism (PPO's env batch, ES's population)
+splits only over devices the user asked for (accelerators, or XLA's forced host device count),
+because splitting one small program over cores costs more than it gains
+(benchmarks/results/runs_over_cores.md).
 """
 
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +33,47 @@ log = logging.getLogger(__name__)
 
 # The axis over which the trainer vmaps a program's runs (seeds and grid points).
 RUN_AXIS = "runs"
+# The mesh axis over which the trainer spreads the runs' shares (`run_devices`).
+RUN_DEVICES_AXIS = "run_devices"
+# Set by `use_cores_as_devices` when its CPU devices took effect: they are for runs only.
+_cores_are_devices = False
+
+
+def use_cores_as_devices() -> None:
+    """One XLA:CPU device per core this process may use, for `run_devices` to spread runs over:
+    unless the user chose a device count (`--xla_force_host_platform_device_count` in XLA_FLAGS,
+    `jax_num_cpu_devices`), or JAX started its backends already (the devices stay as they are).
+    A config setting, not a device: it touches no backend, and a GPU or TPU stays the default."""
+    global _cores_are_devices
+    chosen = "xla_force_host_platform_device_count" in os.environ.get("XLA_FLAGS", "")
+    if _cores_are_devices or chosen or jax.config.jax_num_cpu_devices != -1:
+        return
+    try:
+        jax.config.update("jax_num_cpu_devices", len(os.sched_getaffinity(0)))
+    except RuntimeError:  # JAX has run something: its devices are fixed
+        return
+    _cores_are_devices = True
+
+
+def _cores_in_use() -> bool:
+    """Whether this process's devices are the CPU cores of `use_cores_as_devices`."""
+    return _cores_are_devices and jax.default_backend() == "cpu" and jax.process_count() == 1
+
+
+def work_devices() -> list[jax.Device]:
+    """This process's devices an agent may split its own work over: all of them, but one of
+    the cores that `use_cores_as_devices` made devices."""
+    devices = jax.local_devices()
+    return devices[:1] if _cores_in_use() else devices
+
+
+def run_devices(num_runs: int) -> list[jax.Device]:
+    """The devices a program of `num_runs` runs spreads them over, an equal share each: as many
+    of the cores made devices as split the runs evenly; one device otherwise (no cores made
+    devices, one run, or several processes)."""
+    devices = jax.local_devices() if _cores_in_use() else jax.local_devices()[:1]
+    count = max(d for d in range(1, len(devices) + 1) if num_runs % d == 0)
+    return devices[:count]
 
 
 def every_run(condition: jax.Array) -> jax.Array:
@@ -31,8 +81,10 @@ def every_run(condition: jax.Array) -> jax.Array:
 
     Under vmap a `lax.cond` on a batched predicate becomes a select that computes both branches
     (e.g. the updates of a random warm-up). A schedule that counts env steps of fixed-size
-    iterations agrees across runs by construction, so the reduced predicate keeps the branch.
-    Outside the trainer's vmap (one run, an evaluation) the axis is unbound and `condition` is
+    iterations agrees across runs by construction, so the reduced predicate keeps the branch;
+    runs spread over devices (`run_devices`) reduce over their device's share alone, which agrees
+    with the others for the same reason, without a collective between devices. Outside the
+    trainer's vmap (one run, an evaluation) the axis is unbound and `condition` is
     returned as it is."""
     try:
         return jax.lax.pmin(condition.astype(jnp.int32), RUN_AXIS).astype(bool)
@@ -45,7 +97,8 @@ def cond_over_runs(
 ) -> Any:
     """`lax.cond` for a predicate the runs usually agree on but need not (an update count that
     ERL's per-seed episode lengths make differ): one branch where they agree, both and a select
-    where they do not, as a plain vmap would."""
+    where they do not, as a plain vmap would (runs spread over devices: within each device's
+    share)."""
     try:
         low = jax.lax.pmin(condition.astype(jnp.int32), RUN_AXIS)
         high = jax.lax.pmax(condition.astype(jnp.int32), RUN_AXIS)
@@ -59,7 +112,7 @@ def cond_over_runs(
 def usable_device_count(num_items: int, devices: int | None = None) -> int:
     """The most local devices (<= `devices`) that split `num_items` evenly; ES pairs and env
     batches are sharded without padding, so e.g. 33 pairs on 4 devices use 3."""
-    available = devices or jax.local_device_count()
+    available = devices or len(work_devices())
     for d in range(min(available, num_items), 0, -1):
         if num_items % d == 0:
             if d < available:
@@ -76,7 +129,7 @@ def mesh_devices(num_items: int, what: str = "") -> list[jax.Device]:
     them evenly; `what` names the items and their config key in that message)."""
     processes = jax.process_count()
     if processes == 1:
-        return jax.local_devices()[: usable_device_count(num_items)]
+        return work_devices()[: usable_device_count(num_items)]
     if num_items % processes:
         raise ConfigError(
             f"{what or f'{num_items} items'} cannot be split evenly over {processes} processes "

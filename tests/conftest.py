@@ -38,8 +38,11 @@ os.environ.setdefault("JAXRL_AUTOTUNE", "off")
 import jax
 import pytest
 
+from jaxrl import parallel
 from jaxrl.cli import enable_compilation_cache
 
+# The devices a run of the CLI has: several runs of one program spread over the cores.
+parallel.use_cores_as_devices()
 enable_compilation_cache()
 if jax.default_backend() != "cpu":
     jax.config.update("jax_default_matmul_precision", "highest")

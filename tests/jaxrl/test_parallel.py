@@ -1,7 +1,13 @@
 """`every_run` and `cond_over_runs`: a predicate the runs of a vmapped program agree on keeps
-`lax.cond` a branch; one they disagree on still gives each run its own branch."""
+`lax.cond` a branch; one they disagree on still gives each run its own branch. And which devices
+the runs and the agents take (`use_cores_as_devices`, `run_devices`, `work_devices`)."""
 
 from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
 
 import jax
 import jax.numpy as jnp
@@ -74,3 +80,43 @@ def test_cond_over_runs_runs_one_branch_when_runs_agree_and_each_its_own_when_no
     np.testing.assert_array_equal(jax.jit(lambda x: counted_cond(calls, x))(-1.0), -2.0)
     jax.effects_barrier()
     assert calls == ["skip"]
+
+
+CORES_SCRIPT = """
+import json, os, sys
+os.sched_getaffinity = lambda pid: set(range(4))  # a 4-core machine, whatever this one is
+import jax
+from jaxrl import parallel
+parallel.use_cores_as_devices()
+runs = {n: len(parallel.run_devices(n)) for n in (1, 2, 3, 4, 5, 6, 8)}
+print("RESULT " + json.dumps({"devices": jax.device_count(), "runs": runs,
+                              "work": len(parallel.work_devices())}))
+"""
+
+
+def run_cores_script(xla_flags: str) -> dict:
+    env = {**os.environ, "XLA_FLAGS": xla_flags, "JAX_PLATFORMS": "cpu"}
+    out = subprocess.run(
+        [sys.executable, "-c", CORES_SCRIPT], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    line = next(x for x in out.stdout.splitlines() if x.startswith("RESULT "))
+    return json.loads(line.removeprefix("RESULT "))
+
+
+def test_the_cores_become_devices_for_runs_in_equal_shares_and_agents_keep_one():
+    """On 4 cores: 4 CPU devices; a program of n runs takes the most devices that split n
+    evenly (6 runs: 3 devices of 2; 5 runs: 1 device); an agent's own mesh takes one."""
+    result = run_cores_script("")
+    assert result["devices"] == 4
+    assert result["runs"] == {"1": 1, "2": 2, "3": 3, "4": 4, "5": 1, "6": 3, "8": 4}
+    assert result["work"] == 1
+
+
+def test_devices_the_user_forced_stay_the_agents_and_the_runs_share_one():
+    """With a forced host device count the user chose the devices: agents split their work
+    over all of them, as before, and the runs stay on the first."""
+    result = run_cores_script("--xla_force_host_platform_device_count=2")
+    assert result["devices"] == 2
+    assert set(result["runs"].values()) == {1}
+    assert result["work"] == 2
