@@ -139,7 +139,12 @@ def test_the_success_rate_reaches_evals_csv_summary_and_the_progress_line(tmp_pa
         rows = list(csv.DictReader(f))
     assert [float(r["eval_success_rate"]) for r in rows] == [0.25, 0.75]
     trainer = SimpleNamespace(
-        runs=runs, points=[], eval_every=1, env=SimpleNamespace(spec=spec), progress_metrics=()
+        runs=runs,
+        points=[],
+        eval_every=1,
+        env=SimpleNamespace(spec=spec),
+        progress_metrics=(),
+        run_sharding=None,
     )
     cfg = SimpleNamespace(agent=SimpleNamespace(name="dqn"), env=EnvConfig(spec.name), num_seeds=2)
     summary = json.loads(json.dumps(_summary(cfg, trainer, progress, 0.0, "completed")))
