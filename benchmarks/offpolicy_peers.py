@@ -27,7 +27,7 @@ minibatch, 1,000 draws plus updates (`jaxrl.offpolicy.learn`), 1,000 collecting 
 (`jaxrl.offpolicy.collect`), and whole driver iterations (`train_step`, 1,000 env steps): what the
 driver adds around the update.
 
-    /tmp/peers/bin/python benchmarks/offpolicy_peers.py [--steps 5000] [--repeats 3]
+    /tmp/peers/bin/python benchmarks/offpolicy_peers.py [--steps 5000] [--repeats 3] [--seeds 1]
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ import numpy as np
 import envs
 from agents.sac import SACConfig, make_sac_learner
 from agents.td3 import TD3Config
-from jaxrl import offpolicy, replay
+from jaxrl import offpolicy, parallel, replay
 from jaxrl.cli import compose
 from jaxrl.config import EnvConfig
 from jaxrl.deterministic import make_deterministic_learner
@@ -79,10 +79,11 @@ HEADER = ["side", "run s, median (min-max)", "ms per update", "peer / jaxrl", "f
 Run = Callable[[], tuple[float, float]]  # () -> (run s, final return)
 
 
-def jaxrl_side(agent: str, steps: int, workdir: Path) -> Run:
+def jaxrl_side(agent: str, steps: int, workdir: Path, seeds: int) -> Run:
     cfg = compose(
         [
             f"agent={agent}",
+            f"num_seeds={seeds}",
             "env=Pendulum-v1",
             f"agent.hidden_sizes=[{HIDDEN[0]},{HIDDEN[1]}]",
             f"agent.actor_lr={LEARNING_RATE}",
@@ -125,7 +126,7 @@ class _FiveTupleStep:
         return obs, state, reward, jnp.logical_or(terminated, truncated), info
 
 
-def rejax_side(agent: str, steps: int) -> Run:
+def rejax_side(agent: str, steps: int, seeds: int) -> Run:
     import gymnax
     from rejax import SAC, TD3
 
@@ -165,18 +166,19 @@ def rejax_side(agent: str, steps: int) -> Run:
         learning_rate=LEARNING_RATE,
         hidden_layer_sizes=HIDDEN,
     )
-    key = jax.random.PRNGKey(0)
-    compiled = jax.jit(algo.train).lower(key).compile()
+    # Several seeds: rejax's own way, `vmap` of `train` over keys.
+    keys = jax.random.split(jax.random.PRNGKey(0), seeds)
+    compiled = jax.jit(jax.vmap(algo.train)).lower(keys).compile()
 
     def run() -> tuple[float, float]:
         t = time.perf_counter()
-        _, (_, returns) = jax.block_until_ready(compiled(key))
-        return time.perf_counter() - t, float(returns[-1].mean())
+        _, (_, returns) = jax.block_until_ready(compiled(keys))
+        return time.perf_counter() - t, float(returns[:, -1].mean())
 
     return run
 
 
-def sbx_side(agent: str, steps: int) -> Run:
+def sbx_side(agent: str, steps: int, seeds: int) -> Run:
     from sbx import SAC, TD3
 
     algo = SAC if agent == "sac" else TD3
@@ -192,19 +194,25 @@ def sbx_side(agent: str, steps: int) -> Run:
     algo("MlpPolicy", "Pendulum-v1", **settings).learn(LEARNING_STARTS + 10)  # compiles
 
     def run() -> tuple[float, float]:
-        model = algo("MlpPolicy", "Pendulum-v1", **settings)
-        t = time.perf_counter()
-        model.learn(steps)
-        return time.perf_counter() - t, float("nan")
+        """Several seeds one after another: SB3's models train one seed each."""
+        seconds = 0.0
+        for seed in range(seeds):
+            model = algo("MlpPolicy", "Pendulum-v1", **{**settings, "seed": seed})
+            t = time.perf_counter()
+            model.learn(steps)
+            seconds += time.perf_counter() - t
+        return seconds, float("nan")
 
     return run
 
 
-def side_by_side(agent: str, steps: int, repeats: int, workdir: Path) -> list[list[str]]:
+def side_by_side(
+    agent: str, steps: int, repeats: int, workdir: Path, seeds: int
+) -> list[list[str]]:
     sides = {
-        "jaxrl": jaxrl_side(agent, steps, workdir),
-        "rejax": rejax_side(agent, steps),
-        "SBX": sbx_side(agent, steps),
+        "jaxrl": jaxrl_side(agent, steps, workdir, seeds),
+        "rejax": rejax_side(agent, steps, seeds),
+        "SBX": sbx_side(agent, steps, seeds),
     }
     times: dict[str, list[float]] = {name: [] for name in sides}
     returns: dict[str, float] = {}
@@ -296,26 +304,31 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--steps", type=int, default=5000)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--seeds", type=int, default=1, help="seeds per run, every side")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = parser.parse_args()
+    parallel.use_cores_as_devices()  # the devices a CLI run of jaxrl has
     rows, parts = [], []
     with tempfile.TemporaryDirectory(prefix="jaxrl-bench-peers-") as tmp:
         for agent in AGENTS:
             parts += breakdown(agent)
             print(markdown_table(["what", "ms per step"], parts), flush=True)
-            rows += side_by_side(agent, args.steps, args.repeats, Path(tmp))
+            rows += side_by_side(agent, args.steps, args.repeats, Path(tmp), args.seeds)
             print(markdown_table(HEADER, rows), flush=True)
     text = "\n\n".join(
         [
             "# SAC and TD3 on Pendulum-v1 beside rejax and SBX",
-            f"`python benchmarks/offpolicy_peers.py --steps {args.steps} --repeats {args.repeats}`"
-            f" on {machine()}",
+            f"`python benchmarks/offpolicy_peers.py --steps {args.steps} --repeats {args.repeats}"
+            f" --seeds {args.seeds}` on {machine()}",
             markdown_table(HEADER, rows),
             f"256-256 networks, batch {BATCH}, one env, one update per env step after "
-            f"{LEARNING_STARTS:,} random steps, {args.steps:,} env steps; run seconds leave the "
-            "compile out; ms per update = run seconds / updates; ratio = the side's median "
-            "over jaxrl's (above 1: jaxrl is faster). Final return: the run's last evaluation "
-            "(one seed at this short budget: a check that each side learns, not a comparison).",
+            f"{LEARNING_STARTS:,} random steps, {args.steps:,} env steps, {args.seeds} seed(s) "
+            "per run (jaxrl: one program, spread over the cores; rejax: `vmap` of its `train`; "
+            "SBX: one model per seed, one after another); run seconds leave the "
+            "compile out; ms per update = run seconds / updates of one seed; ratio = the side's "
+            "median over jaxrl's (above 1: jaxrl is faster). Final return: the run's last "
+            "evaluation, mean over seeds (this short budget: a check that each side learns, not "
+            "a comparison).",
             "## Where a jaxrl step's time goes (256-256, batch 256)",
             markdown_table(["what", "ms per step"], parts),
             f"XLA:CPU reaches {matmul_rate():.0f} GFLOP/s on 256×256 by 256×256 matrix "
