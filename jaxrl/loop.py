@@ -170,6 +170,7 @@ class Trainer:
         """The runs' layout over `parallel.run_devices`: None where they take one device, as
         runs on host envs do (their steps are callbacks into this process's pools, which XLA
         does not split over devices, and the pools' time is not the cores' to share)."""
+        parallel.warn_if_runs_miss_the_cores(len(self.runs))
         devices = parallel.run_devices(len(self.runs))
         if len(devices) == 1 or self.env.spec.family == "host":
             return None

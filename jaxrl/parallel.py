@@ -37,6 +37,8 @@ RUN_AXIS = "runs"
 RUN_DEVICES_AXIS = "run_devices"
 # Set by `use_cores_as_devices` when its CPU devices took effect: they are for runs only.
 _cores_are_devices = False
+# Set when it came too late: JAX had started with one CPU device for several cores.
+_cores_missed = False
 
 
 def use_cores_as_devices() -> None:
@@ -44,15 +46,30 @@ def use_cores_as_devices() -> None:
     unless the user chose a device count (`--xla_force_host_platform_device_count` in XLA_FLAGS,
     `jax_num_cpu_devices`), or JAX started its backends already (the devices stay as they are).
     A config setting, not a device: it touches no backend, and a GPU or TPU stays the default."""
-    global _cores_are_devices
+    global _cores_are_devices, _cores_missed
     chosen = "xla_force_host_platform_device_count" in os.environ.get("XLA_FLAGS", "")
     if _cores_are_devices or chosen or jax.config.jax_num_cpu_devices != -1:
         return
+    cores = len(os.sched_getaffinity(0))
     try:
-        jax.config.update("jax_num_cpu_devices", len(os.sched_getaffinity(0)))
+        jax.config.update("jax_num_cpu_devices", cores)
     except RuntimeError:  # JAX has run something: its devices are fixed
+        _cores_missed = cores > 1 and jax.local_device_count() == 1
         return
     _cores_are_devices = True
+
+
+def warn_if_runs_miss_the_cores(num_runs: int) -> None:
+    """A warning for a program of several runs that could have spread over the cores, had JAX
+    not started before `use_cores_as_devices` (Python code that used JAX first)."""
+    if _cores_missed and num_runs > 1 and jax.default_backend() == "cpu":
+        log.warning(
+            "%d runs share one CPU device: JAX started before jaxrl could make the %d cores "
+            "devices; call jaxrl.parallel.use_cores_as_devices() right after `import jax` to "
+            "spread them over the cores",
+            num_runs,
+            len(os.sched_getaffinity(0)),
+        )
 
 
 def _cores_in_use() -> bool:

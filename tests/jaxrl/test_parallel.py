@@ -120,3 +120,32 @@ def test_devices_the_user_forced_stay_the_agents_and_the_runs_share_one():
     assert result["devices"] == 2
     assert set(result["runs"].values()) == {1}
     assert result["work"] == 2
+
+
+def test_a_program_of_runs_after_jax_started_keeps_one_device_and_says_how_to_spread():
+    """JAX started first (Python code used it): the devices stay as they are, the runs share
+    one, and one warning says what to call to spread them."""
+    script = """
+import logging, os
+os.sched_getaffinity = lambda pid: set(range(4))
+import jax, jax.numpy as jnp
+jnp.zeros(1)
+from jaxrl import parallel
+logging.basicConfig(format="%(levelname)s %(message)s")
+parallel.use_cores_as_devices()
+print("DEVICES", jax.device_count(), len(parallel.run_devices(4)))
+parallel.warn_if_runs_miss_the_cores(4)
+parallel.warn_if_runs_miss_the_cores(1)
+"""
+    env = {**os.environ, "XLA_FLAGS": "", "JAX_PLATFORMS": "cpu"}
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "DEVICES 1 1" in out.stdout
+    warnings = [line for line in out.stderr.splitlines() if line.startswith("WARNING")]
+    assert warnings == [
+        "WARNING 4 runs share one CPU device: JAX started before jaxrl could make the 4 cores "
+        "devices; call jaxrl.parallel.use_cores_as_devices() right after `import jax` to spread "
+        "them over the cores"
+    ]
