@@ -37,6 +37,10 @@ ROWS = {
         "DQN CartPole-v1, PureJaxRL's dqn.py config, 4 seeds x 500k",
         [*PUREJAXRL_DQN_CARTPOLE, "num_seeds=4"],
     ),
+    "dqn3": (
+        "DQN CartPole-v1, PureJaxRL's dqn.py config, 3 seeds x 500k (padded to 4 over 2 cores)",
+        [*PUREJAXRL_DQN_CARTPOLE, "num_seeds=3"],
+    ),
     "ppo": (
         "PPO CartPole-v1, PureJaxRL's ppo.py config, 4 seeds x 500k",
         [*PUREJAXRL_PPO_CARTPOLE, *PUREJAXRL_SETTINGS, "budget.env_steps=500000", "num_seeds=4"],

@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import yaml
-from jax.sharding import NamedSharding
+from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 import agents
@@ -49,6 +49,10 @@ from jaxrl.prng import make_key
 from jaxrl.rollout import Episodes, run_episodes
 from jaxrl.rundir import CHECKPOINTS, ENV_SPEC, claim, default_run_dir, holds_run
 from jaxrl.video import record_videos
+
+# The largest carry (all runs together) of runs padded to spread over the cores: every device
+# holds it whole and the program copies it into the shares and back every chunk.
+PADDED_CARRY_BYTES = 256 * 2**20
 
 
 class Carry(NamedTuple):
@@ -131,11 +135,15 @@ class Trainer:
         # such QRs run at once (seen with 2+ seeds on a 2-core machine).
         init = lambda keys, hp: jax.lax.map(lambda kh: self._init(*kh), (keys, hp))
         # Several runs on a CPU go as one share per core (`parallel.run_devices`): the init
-        # lays the carry out in those shares and the chunk runs each share on its own device.
-        self.run_sharding = self._run_sharding()
-        self.init = jax.jit(init, out_shardings=self.run_sharding)
-        if self.run_sharding is not None:
-            self.hyper = jax.device_put(self.hyper, self.run_sharding)
+        # lays the carry out (`carry_sharding`) and the chunk runs each share on its own device.
+        self.share_mesh, self.program_runs = self._run_layout()
+        self.carry_sharding = None
+        if self.share_mesh is not None:
+            even = self.program_runs == len(self.runs)
+            spec = P(parallel.RUN_DEVICES_AXIS) if even else P()
+            self.carry_sharding = NamedSharding(self.share_mesh, spec)
+            self.hyper = jax.device_put(self.hyper, self.carry_sharding)
+        self.init = jax.jit(init, out_shardings=self.carry_sharding)
         if distributed.is_distributed():
             self._refuse_a_program_of_one_process()
             # The carry as arrays that every process holds: the chunk is one program over all
@@ -155,32 +163,65 @@ class Trainer:
             )
         else:
             chunk = jax.vmap(self._chunk, in_axes=(0, 0, None), axis_name=parallel.RUN_AXIS)
-            if self.run_sharding is not None:
-                shares = P(parallel.RUN_DEVICES_AXIS)
-                chunk = jax.shard_map(
-                    chunk,
-                    mesh=self.run_sharding.mesh,
-                    in_specs=(shares, shares, P()),
-                    out_specs=shares,
-                    check_vma=False,  # the runs' collectives are vmap's, within a share
-                )
-            self.chunk = jax.jit(chunk, donate_argnums=0)
+            if self.share_mesh is not None:
+                chunk = self._in_shares(chunk)
+            self.chunk = jax.jit(chunk, donate_argnums=0, out_shardings=self.carry_sharding)
 
-    def _run_sharding(self) -> NamedSharding | None:
-        """The runs' layout over `parallel.run_devices`: None where they take one device, as
-        runs on host envs do (their steps are callbacks into this process's pools, which XLA
-        does not split over devices, and the pools' time is not the cores' to share)."""
-        parallel.warn_if_runs_miss_the_cores(len(self.runs))
-        devices = parallel.run_devices(len(self.runs))
-        if len(devices) == 1 or self.env.spec.family == "host":
-            return None
+    def _run_layout(self) -> tuple[Mesh | None, int]:
+        """(the mesh of the runs' shares, the runs the program computes): no mesh where they
+        take one device, as runs on host envs do (their steps are callbacks into this process's
+        pools, which XLA does not split over devices). Runs that do not split evenly over the
+        cores are padded with copies of the last run when that gives each core fewer runs than
+        the even split and the carry is small (`PADDED_CARRY_BYTES`: it is copied every chunk)."""
+        num_runs = len(self.runs)
+        parallel.warn_if_runs_miss_the_cores(num_runs)
+        if self.env.spec.family == "host":
+            return None, num_runs
+        devices = parallel.run_devices(num_runs)
+        wide = parallel.run_devices(num_runs, uneven=True)
+        per_device = -(-num_runs // len(wide))
+        if per_device < num_runs // len(devices) and self._carry_bytes() <= PADDED_CARRY_BYTES:
+            devices = wide
+        if len(devices) == 1:
+            return None, num_runs
         mesh = jax.make_mesh(
             (len(devices),),
             (parallel.RUN_DEVICES_AXIS,),
             axis_types=(jax.sharding.AxisType.Auto,),
             devices=devices,
         )
-        return NamedSharding(mesh, P(parallel.RUN_DEVICES_AXIS))
+        return mesh, -(-num_runs // len(devices)) * len(devices)
+
+    def _carry_bytes(self) -> int:
+        """Bytes of every run's carry (one run's, traced without computing, times the runs)."""
+        one_run = {key: values[0] for key, values in self.hyper.items()}
+        carry = jax.eval_shape(self._init, make_key(0), one_run)
+        return len(self.runs) * sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(carry))
+
+    def _in_shares(self, chunk: Callable) -> Callable:
+        """`chunk` over the runs run as one share per device of `share_mesh` (`shard_map`); the
+        carry of runs that do not split evenly is held whole on every device, and the program
+        pads it with copies of the last run for the shares and drops them after."""
+        shares = P(parallel.RUN_DEVICES_AXIS)
+        in_shares = jax.shard_map(
+            chunk,
+            mesh=self.share_mesh,
+            in_specs=(shares, shares, P()),
+            out_specs=shares,
+            check_vma=False,  # the runs' collectives are vmap's, within a share
+        )
+        num_runs, padding = len(self.runs), self.program_runs - len(self.runs)
+        if padding == 0:
+            return in_shares
+
+        def padded(carry: Carry, hyperparameters: dict[str, Array], iterations: Array) -> Any:
+            grow = lambda x: jnp.concatenate([x, *[x[-1:]] * padding])
+            carry, out = in_shares(
+                jax.tree.map(grow, carry), jax.tree.map(grow, hyperparameters), iterations
+            )
+            return jax.tree.map(lambda x: x[:num_runs], (carry, out))
+
+        return padded
 
     def _refuse_a_program_of_one_process(self) -> None:
         """ConfigError, before anything is compiled, for an agent that never splits its work
@@ -415,9 +456,9 @@ def _train(
         abstract = jax.eval_shape(trainer.init, keys, trainer.hyper)
         if distributed.is_distributed():  # the compiler chooses how the chunk takes the carry
             abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), abstract)
-        elif trainer.run_sharding is not None:
+        elif trainer.carry_sharding is not None:
             abstract = jax.tree.map(
-                lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=trainer.run_sharding),
+                lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=trainer.carry_sharding),
                 abstract,
             )
         compiling = pool.submit(
@@ -434,7 +475,7 @@ def _train(
             carry = carry._replace(env_state=fresh_env_state)
         progress = Progress(**meta["progress"])
         display.message(f"resumed from iteration {progress.iteration} in {run_dir}")
-    if distributed.is_distributed() or trainer.run_sharding is not None:
+    if distributed.is_distributed() or trainer.carry_sharding is not None:
         # split as the compiled chunk takes it (the env batch; the runs' shares): a restored
         # checkpoint comes back on one device
         carry = parallel.laid_out_as(carry, compiled.input_shardings[0][0])
@@ -675,7 +716,7 @@ def _summary(
         "num_runs": len(runs),
         "devices": [str(d) for d in jax.devices()],
         # the devices the runs were spread over in equal shares (one: all runs on the first)
-        "run_devices": 1 if trainer.run_sharding is None else trainer.run_sharding.mesh.size,
+        "run_devices": 1 if trainer.share_mesh is None else trainer.share_mesh.size,
         **peak_memory(),
         "runs": [
             {

@@ -84,11 +84,14 @@ def work_devices() -> list[jax.Device]:
     return devices[:1] if _cores_in_use() else devices
 
 
-def run_devices(num_runs: int) -> list[jax.Device]:
+def run_devices(num_runs: int, uneven: bool = False) -> list[jax.Device]:
     """The devices a program of `num_runs` runs spreads them over, an equal share each: as many
-    of the cores made devices as split the runs evenly; one device otherwise (no cores made
-    devices, one run, or several processes)."""
+    of the cores made devices as split the runs evenly, or with `uneven` one per run up to the
+    cores (the program then pads the last share); one device otherwise (no cores made devices,
+    one run, or several processes)."""
     devices = jax.local_devices() if _cores_in_use() else jax.local_devices()[:1]
+    if uneven:
+        return devices[: min(len(devices), num_runs)]
     count = max(d for d in range(1, len(devices) + 1) if num_runs % d == 0)
     return devices[:count]
 

@@ -144,7 +144,7 @@ def test_the_success_rate_reaches_evals_csv_summary_and_the_progress_line(tmp_pa
         eval_every=1,
         env=SimpleNamespace(spec=spec),
         progress_metrics=(),
-        run_sharding=None,
+        share_mesh=None,
     )
     cfg = SimpleNamespace(agent=SimpleNamespace(name="dqn"), env=EnvConfig(spec.name), num_seeds=2)
     summary = json.loads(json.dumps(_summary(cfg, trainer, progress, 0.0, "completed")))

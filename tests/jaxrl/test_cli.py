@@ -160,6 +160,34 @@ def test_seed_k_of_a_sweep_is_the_run_with_seed_k(tmp_path: Path, agent_args: tu
     assert np.abs(params(jaxrl.load(sweep, seed=0)) - alone).max() > 1e-2
 
 
+def test_runs_that_do_not_split_over_the_cores_are_padded_and_keep_their_numbers(
+    tmp_path: Path,
+) -> None:
+    """3 seeds on 2 cores: the program pads a copy of seed 2 to run 2 per core, and drops it.
+    Seed 2 (the copied one) is still the run with `seed=2` up to float rounding; the padded run
+    resumes from its checkpoint with a larger budget, every seed logged once per evaluation."""
+    sweep, single = tmp_path / "sweep", tmp_path / "single"
+    common = (*QUICK_PPO, "budget.env_steps=1536", "eval.every=4", *QUIET)
+    for args in (
+        (*common, "num_seeds=3", f"log.dir={sweep}"),
+        (*common, "seed=2", f"log.dir={single}"),
+    ):
+        result = cli(*args)
+        assert result.returncode == 0, result.stderr
+    summary = json.loads((sweep / "summary.json").read_text())
+    assert summary["run_devices"] == min(2, len(os.sched_getaffinity(0)))
+    assert [row["seed"] for row in summary["runs"]] == [0, 1, 2]
+    alone = np.asarray(jaxrl.load(single).params)
+    np.testing.assert_allclose(np.asarray(jaxrl.load(sweep, seed=2).params), alone, atol=1e-5)
+    assert np.abs(np.asarray(jaxrl.load(sweep, seed=1).params) - alone).max() > 1e-2
+    resumed = cli(f"resume={sweep}", "budget.env_steps=2048", *QUIET)
+    assert resumed.returncode == 0, resumed.stderr
+    summary = json.loads((sweep / "summary.json").read_text())
+    assert [row["iterations"] for row in summary["runs"]] == [16] * 3
+    rows = read_evals(sweep)
+    assert len(rows) == len({(r["seed"], r["iteration"]) for r in rows}) == 3 * 4
+
+
 def test_a_run_with_env_kwargs_loads_and_resumes(tmp_path: Path) -> None:
     """`+env.kwargs.<k>` adds a keyword for `gymnasium.make`; the run's config keeps it, so
     `jaxrl.load` and `resume=` rebuild the same env (both failed on it)."""
