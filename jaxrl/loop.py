@@ -136,10 +136,10 @@ class Trainer:
         init = lambda keys, hp: jax.lax.map(lambda kh: self._init(*kh), (keys, hp))
         # Several runs on a CPU go as one share per core (`parallel.run_devices`): the init
         # lays the carry out (`carry_sharding`) and the chunk runs each share on its own device.
-        self.share_mesh, self.program_runs = self._run_layout()
+        self.share_mesh = self._run_layout()
         self.carry_sharding = None
         if self.share_mesh is not None:
-            even = self.program_runs == len(self.runs)
+            even = self._padding() == 0
             spec = P(parallel.RUN_DEVICES_AXIS) if even else P()
             self.carry_sharding = NamedSharding(self.share_mesh, spec)
             self.hyper = jax.device_put(self.hyper, self.carry_sharding)
@@ -167,35 +167,42 @@ class Trainer:
                 chunk = self._in_shares(chunk)
             self.chunk = jax.jit(chunk, donate_argnums=0, out_shardings=self.carry_sharding)
 
-    def _run_layout(self) -> tuple[Mesh | None, int]:
-        """(the mesh of the runs' shares, the runs the program computes): no mesh where they
-        take one device, as runs on host envs do (their steps are callbacks into this process's
-        pools, which XLA does not split over devices). Runs that do not split evenly over the
+    def _run_layout(self) -> Mesh | None:
+        """The mesh of the runs' shares: None where they take one device, as runs on host envs
+        do (their steps are callbacks into this process's pools, which XLA does not split over
+        devices). Runs that do not split evenly over the
         cores are padded with copies of the last run when that gives each core fewer runs than
         the even split and the carry is small (`PADDED_CARRY_BYTES`: it is copied every chunk)."""
         num_runs = len(self.runs)
         parallel.warn_if_runs_miss_the_cores(num_runs)
         if self.env.spec.family == "host":
-            return None, num_runs
+            return None
         devices = parallel.run_devices(num_runs)
         wide = parallel.run_devices(num_runs, uneven=True)
         per_device = -(-num_runs // len(wide))
         if per_device < num_runs // len(devices) and self._carry_bytes() <= PADDED_CARRY_BYTES:
             devices = wide
         if len(devices) == 1:
-            return None, num_runs
-        mesh = jax.make_mesh(
+            return None
+        return jax.make_mesh(
             (len(devices),),
             (parallel.RUN_DEVICES_AXIS,),
             axis_types=(jax.sharding.AxisType.Auto,),
             devices=devices,
         )
-        return mesh, -(-num_runs // len(devices)) * len(devices)
+
+    def _padding(self) -> int:
+        """Copies of the last run that fill the last share (0: the runs split evenly)."""
+        return -len(self.runs) % self.share_mesh.size
+
+    def _one_run(self) -> tuple[dict[str, Array], Carry]:
+        """The first run's hyperparameters and the shapes of its carry (traced, not computed)."""
+        one_run = {key: values[0] for key, values in self.hyper.items()}
+        return one_run, jax.eval_shape(self._init, make_key(0), one_run)
 
     def _carry_bytes(self) -> int:
-        """Bytes of every run's carry (one run's, traced without computing, times the runs)."""
-        one_run = {key: values[0] for key, values in self.hyper.items()}
-        carry = jax.eval_shape(self._init, make_key(0), one_run)
+        """Bytes of every run's carry (one run's times the runs)."""
+        carry = self._one_run()[1]
         return len(self.runs) * sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(carry))
 
     def _in_shares(self, chunk: Callable) -> Callable:
@@ -210,7 +217,7 @@ class Trainer:
             out_specs=shares,
             check_vma=False,  # the runs' collectives are vmap's, within a share
         )
-        num_runs, padding = len(self.runs), self.program_runs - len(self.runs)
+        num_runs, padding = len(self.runs), self._padding()
         if padding == 0:
             return in_shares
 
@@ -226,8 +233,7 @@ class Trainer:
     def _refuse_a_program_of_one_process(self) -> None:
         """ConfigError, before anything is compiled, for an agent that never splits its work
         over the devices of every process: each process would train the same whole run."""
-        one_run = {key: values[0] for key, values in self.hyper.items()}
-        carry = jax.eval_shape(self._init, make_key(0), one_run)
+        one_run, carry = self._one_run()
         agent = self.agent_for(one_run)
         if not parallel.spans_every_process(
             lambda c: agent.train_step(c.agent_state, c.env_state, c.key), carry
