@@ -91,6 +91,34 @@ def median_range(xs: list[float], digits: int = 2) -> str:
     return f"{statistics.median(xs):.{digits}f} ({min(xs):.{digits}f}-{max(xs):.{digits}f})"
 
 
+def pendulum_learner(agent: str, hidden_sizes: tuple[int, ...], batch_size: int) -> tuple[Any, ...]:
+    """SAC's or TD3's learner on Pendulum-v1 after one driver step (the buffer filled to
+    `batch_size`, one update made): (learner, off-policy setup, driver state, env state, a
+    minibatch drawn from the buffer). Traced in the caller's context (speed-up switches)."""
+    import jax
+
+    import envs
+    from agents.sac import SACConfig, make_sac_learner
+    from agents.td3 import TD3Config
+    from jaxrl import offpolicy, replay
+    from jaxrl.config import EnvConfig
+    from jaxrl.deterministic import make_deterministic_learner
+
+    env = envs.make(EnvConfig("Pendulum-v1"))
+    config, make_learner = {
+        "sac": (SACConfig, make_sac_learner),
+        "td3": (TD3Config, make_deterministic_learner),
+    }[agent]
+    cfg = config(hidden_sizes=hidden_sizes, learning_starts=batch_size, buffer_size=20_000)
+    learner = make_learner(cfg, env.spec)
+    setup = offpolicy.off_policy_setup(cfg, env, learner)
+    driver = offpolicy.off_policy_agent(setup)
+    key = jax.random.key(0)
+    state, env_state = driver.init(key), env.reset(key)
+    state, env_state, _ = jax.jit(driver.train_step)(state, env_state, key)
+    return learner, setup, state, env_state, replay.sample(state.buffer, key, batch_size)
+
+
 def best_of(compiled: Any, *args: Any, repeats: int = 3) -> float:
     """Seconds of the fastest of `repeats` calls of a compiled JAX program: ms per step of a
     1,000-step program."""

@@ -50,6 +50,7 @@ from common import (
     machine,
     markdown_table,
     median_range,
+    pendulum_learner,
     write_report,
 )
 
@@ -59,13 +60,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-import envs
-from agents.sac import SACConfig, make_sac_learner
-from agents.td3 import TD3Config
-from jaxrl import offpolicy, parallel, replay
+from jaxrl import offpolicy, parallel
 from jaxrl.cli import compose
-from jaxrl.config import EnvConfig
-from jaxrl.deterministic import make_deterministic_learner
 from jaxrl.loop import train
 
 DEFAULT_OUT = RESULTS / "offpolicy_peers.md"
@@ -238,19 +234,9 @@ def side_by_side(
 
 def breakdown(agent: str) -> list[list[str]]:
     """ms per step of the update alone, draw + update, collecting alone and the whole driver."""
-    env = envs.make(EnvConfig("Pendulum-v1"))
-    config, make_learner = {
-        "sac": (SACConfig, make_sac_learner),
-        "td3": (TD3Config, make_deterministic_learner),
-    }[agent]
-    cfg = config(hidden_sizes=HIDDEN, learning_starts=BATCH, buffer_size=20_000)
-    learner = make_learner(cfg, env.spec)
-    setup = offpolicy.off_policy_setup(cfg, env, learner)
+    learner, setup, state, env_state, batch = pendulum_learner(agent, HIDDEN, BATCH)
     agent_fns = offpolicy.off_policy_agent(setup)
     key = jax.random.key(0)
-    state, env_state = agent_fns.init(key), env.reset(key)
-    state, env_state, _ = jax.jit(agent_fns.train_step)(state, env_state, key)  # fills, learns
-    batch = replay.sample(state.buffer, key, BATCH)
     keys = jax.random.split(key, 1000)
 
     def updates(ls: Any) -> Any:

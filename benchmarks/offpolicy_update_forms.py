@@ -30,14 +30,17 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-from common import RESULTS, best_of, load_note, machine, markdown_table, write_report_if_quiet
+from common import (
+    RESULTS,
+    best_of,
+    load_note,
+    machine,
+    markdown_table,
+    pendulum_learner,
+    write_report_if_quiet,
+)
 
-import envs
-from agents.sac import SACConfig, make_sac_learner
-from agents.td3 import TD3Config
-from jaxrl import continuous, offpolicy, replay
-from jaxrl.config import EnvConfig
-from jaxrl.deterministic import make_deterministic_learner
+from jaxrl import continuous
 
 DEFAULT_OUT = RESULTS / "offpolicy_update_forms.md"
 HIDDEN = (256, 256)
@@ -78,20 +81,9 @@ def form(name: str) -> Iterator[None]:
 
 def update_time(agent: str, form_name: str, repeats: int) -> tuple[float, float]:
     """(seconds per update, XLA's FLOPs per update) of `agent` traced in form `form_name`."""
-    env = envs.make(EnvConfig("Pendulum-v1"))
-    config, make_learner = {
-        "sac": (SACConfig, make_sac_learner),
-        "td3": (TD3Config, make_deterministic_learner),
-    }[agent]
-    cfg = config(hidden_sizes=HIDDEN, learning_starts=BATCH, buffer_size=20_000)
     with form(form_name):
-        learner = make_learner(cfg, env.spec)
-        setup = offpolicy.off_policy_setup(cfg, env, learner)
-        driver = offpolicy.off_policy_agent(setup)
+        learner, _, state, _, batch = pendulum_learner(agent, HIDDEN, BATCH)
         key = jax.random.key(0)
-        state, env_state = driver.init(key), env.reset(key)
-        state, _, _ = jax.jit(driver.train_step)(state, env_state, key)  # fills, learns once
-        batch = replay.sample(state.buffer, key, BATCH)
         keys = jax.random.split(key, UPDATES)
 
         def updates(learner_state: Any) -> Any:
