@@ -7,7 +7,8 @@ action or the random policy's kernels in the loop.
 
 Rows: `plain loop` is `SyncVectorEnv.step` (same-step auto-reset) with numpy random actions, the
 reference of the ratio column; `pool loop` is our `GymnasiumPool.step` from Python (dense final
-observations and episode statistics on top); `bridge` is the compiled scan. The bridge runs
+observations and episode statistics on top); `bridge` is the compiled scan, lowered as the
+training loop lowers programs of host envs (`speedups.unrolled_threefry`). The bridge runs
 again in a process started with XLA's concurrency-optimised scheduler off (`SCHEDULER_OFF` in
 XLA_FLAGS): with it on (XLA's default) the loop body's independent kernels are handed to
 XLA:CPU's thread pool, and each hand-off costs more than a small env step. The flag is process-
@@ -59,6 +60,7 @@ from jax.experimental.buffer_callback import buffer_callback
 import envs
 from envs.gym_pool import GymnasiumPool
 from envs.host import HostEnv, HostEnvConfig, HostStep
+from jaxrl import speedups
 from jaxrl.env import random_actions
 from jaxrl.prng import make_key
 
@@ -151,7 +153,8 @@ def scan_seconds(
         return jax.lax.scan(body, state, jax.random.split(key, steps))[1].sum()
 
     t0 = time.perf_counter()
-    compiled = jax.jit(rollout).lower(make_key(0)).compile()
+    with speedups.unrolled_threefry():  # as the training loop lowers programs of host envs
+        compiled = jax.jit(rollout).lower(make_key(0)).compile()
     compile_s = time.perf_counter() - t0
     seconds = best_time(lambda: jax.block_until_ready(compiled(make_key(1))), repeats)
     return compile_s, seconds

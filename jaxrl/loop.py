@@ -31,7 +31,7 @@ import agents
 import envs
 from envs.host import host_errors
 from jaxrl import config as config_lib
-from jaxrl import distributed, hyper, parallel, presets
+from jaxrl import distributed, hyper, parallel, presets, speedups
 from jaxrl.checkpoint import Checkpointer, CheckpointError
 from jaxrl.config import ConfigError, RunConfig
 from jaxrl.datatypes import Agent, Array, EnvSpec, Key
@@ -458,7 +458,8 @@ def _train(
     keys = trainer.run_keys()
     iterations = jax.ShapeDtypeStruct((), jnp.int32)
     # XLA compiles outside the GIL: the chunk compiles in a thread while init compiles and runs.
-    with ThreadPoolExecutor(max_workers=1) as pool:
+    host_steps = trainer.env.spec.family == "host"
+    with ThreadPoolExecutor(max_workers=1) as pool, speedups.unrolled_threefry(host_steps):
         abstract = jax.eval_shape(trainer.init, keys, trainer.hyper)
         if distributed.is_distributed():  # the compiler chooses how the chunk takes the carry
             abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), abstract)
@@ -477,7 +478,7 @@ def _train(
     if cfg.resume:
         fresh_env_state = carry.env_state
         carry, meta = ckpt.restore(carry)
-        if trainer.env.spec.family == "host":  # a handle to this process's pools: fresh episodes
+        if host_steps:  # a handle to this process's pools: fresh episodes
             carry = carry._replace(env_state=fresh_env_state)
         progress = Progress(**meta["progress"])
         display.message(f"resumed from iteration {progress.iteration} in {run_dir}")

@@ -81,6 +81,42 @@ def test_speedups_switch_refuses_other_values(monkeypatch):
         speedups.enabled()
 
 
+# Random123's known answers for threefry2x32 with 20 rounds (Salmon et al. 2011, kat_vectors):
+# (key, counter) -> output, each a pair of uint32.
+THREEFRY_ANSWERS = [
+    ((0, 0), (0, 0), (0x6B200159, 0x99BA4EFE)),
+    ((0xFFFFFFFF, 0xFFFFFFFF), (0xFFFFFFFF, 0xFFFFFFFF), (0x1CB996FC, 0xBB002BE7)),
+]
+
+
+def threefry_lowered(key: tuple[int, int], counter: tuple[int, int]) -> tuple[str, list[int]]:
+    """The CPU lowering of a jitted threefry2x32 hash and its output for (key, counter)."""
+    from jax.extend.random import threefry_2x32
+
+    fn = jax.jit(lambda k, c: threefry_2x32(k, c))
+    args = (np.uint32(key), np.uint32(counter))
+    return fn.lower(*args).as_text(), [int(v) for v in fn(*args)]
+
+
+@pytest.mark.parametrize(("key", "counter", "answer"), THREEFRY_ANSWERS)
+def test_host_programs_take_the_unrolled_threefry_with_the_same_bits(
+    monkeypatch, key, counter, answer
+):
+    """`speedups.unrolled_threefry` lowers the hash without CPU's five-round loop; both forms give
+    Random123's published answer. With the speed-ups off, or not wanted, the loop stays."""
+    monkeypatch.delenv("JAXRL_SPEEDUPS", raising=False)
+    rolled_text, rolled = threefry_lowered(key, counter)
+    with speedups.unrolled_threefry():
+        unrolled_text, unrolled = threefry_lowered(key, counter)
+    assert rolled == unrolled == list(answer)
+    assert "stablehlo.while" in rolled_text and "stablehlo.while" not in unrolled_text
+    with speedups.unrolled_threefry(wanted=False):
+        assert "stablehlo.while" in threefry_lowered(key, counter)[0]
+    monkeypatch.setenv("JAXRL_SPEEDUPS", "off")
+    with speedups.unrolled_threefry():
+        assert "stablehlo.while" in threefry_lowered(key, counter)[0]
+
+
 def test_ppo_with_speedups_off_matches_on_to_float_rounding(monkeypatch):
     """Two PPO iterations with the speed-ups on and off (flat against tree optimiser state,
     both weight-gradient forms): the same parameters up to float rounding."""
