@@ -19,7 +19,9 @@ Breakout (`ALE/Breakout-v5`, default `AtariConfig`: 84×84×4 grey, frame skip 4
   the next step's (that step's action is ignored), which the compiled `Env` cannot use: agents
   need the same step's reset and the ended episode's last observation.
 
-Each row times `--steps` steps after a warm-up; the bridge rows reset outside the timed call
+The jitted rows (bridge and EnvPool XLA) lower JAX's threefry hash unrolled, as the training
+loop lowers programs of host envs (`speedups.unrolled_threefry`). Each row times `--steps` steps
+after a warm-up; the bridge rows reset outside the timed call
 (seeded resets reload the ROMs) and report the compile time of the scan. The rows run
 `--repeats` times in rotation (each env built once), and each cell is the median run.
 
@@ -46,6 +48,7 @@ from common import RESULTS, fmt, load_note, machine, markdown_table
 import envs
 from envs.atari import AtariConfig, AtariPool, vector_env
 from envs.host import host_errors
+from jaxrl import speedups
 from jaxrl.env import Env, random_actions
 from jaxrl.prng import make_key
 
@@ -107,7 +110,8 @@ def envpool_xla(env: Any, num_envs: int, steps: int) -> tuple[Callable[[], float
         return handle, total
 
     t0 = time.perf_counter()
-    compiled = jax.jit(run).lower(handle, make_key(0)).compile()
+    with speedups.unrolled_threefry():  # the random actions drawn as on the bridge's side
+        compiled = jax.jit(run).lower(handle, make_key(0)).compile()
     compile_s = time.perf_counter() - t0
     return timed_runs(compiled, handle, make_key), compile_s
 
@@ -151,7 +155,8 @@ def bridge(env: Env, steps: int, seeds: int) -> tuple[Callable[[], float], float
     with host_errors():
         handles = jax.block_until_ready(reset(keys))
         t0 = time.perf_counter()
-        compiled = jax.jit(jax.vmap(run)).lower(handles, keys).compile()
+        with speedups.unrolled_threefry():  # as the training loop lowers programs of host envs
+            compiled = jax.jit(jax.vmap(run)).lower(handles, keys).compile()
         compile_s = time.perf_counter() - t0
         round_keys = lambda i: jax.vmap(make_key)(np.arange(seeds) + 10 * i)
         return timed_runs(compiled, handles, round_keys), compile_s
