@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from jaxrl.sweep import read_evals
 
@@ -91,10 +91,19 @@ def median_range(xs: list[float], digits: int = 2) -> str:
     return f"{statistics.median(xs):.{digits}f} ({min(xs):.{digits}f}-{max(xs):.{digits}f})"
 
 
-def pendulum_learner(agent: str, hidden_sizes: tuple[int, ...], batch_size: int) -> tuple[Any, ...]:
-    """SAC's or TD3's learner on Pendulum-v1 after one driver step (the buffer filled to
-    `batch_size`, one update made): (learner, off-policy setup, driver state, env state, a
-    minibatch drawn from the buffer). Traced in the caller's context (speed-up switches)."""
+class PendulumLearner(NamedTuple):
+    """SAC's or TD3's off-policy driver on Pendulum-v1 after one driver step."""
+
+    setup: Any  # jaxrl.offpolicy.OffPolicySetup (its `learner` is the agent's update)
+    driver: Any  # the Agent of `offpolicy.off_policy_agent(setup)`
+    state: Any  # the driver's state: the buffer filled to the batch size, one update made
+    env_state: Any
+    batch: Any  # a minibatch drawn from `state.buffer`
+
+
+def pendulum_learner(agent: str, hidden_sizes: tuple[int, ...], batch_size: int) -> PendulumLearner:
+    """SAC (`agent="sac"`) or TD3 on Pendulum-v1, traced in the caller's context (speed-up
+    switches), after one jitted driver step."""
     import jax
 
     import envs
@@ -110,13 +119,13 @@ def pendulum_learner(agent: str, hidden_sizes: tuple[int, ...], batch_size: int)
         "td3": (TD3Config, make_deterministic_learner),
     }[agent]
     cfg = config(hidden_sizes=hidden_sizes, learning_starts=batch_size, buffer_size=20_000)
-    learner = make_learner(cfg, env.spec)
-    setup = offpolicy.off_policy_setup(cfg, env, learner)
+    setup = offpolicy.off_policy_setup(cfg, env, make_learner(cfg, env.spec))
     driver = offpolicy.off_policy_agent(setup)
     key = jax.random.key(0)
     state, env_state = driver.init(key), env.reset(key)
     state, env_state, _ = jax.jit(driver.train_step)(state, env_state, key)
-    return learner, setup, state, env_state, replay.sample(state.buffer, key, batch_size)
+    batch = replay.sample(state.buffer, key, batch_size)
+    return PendulumLearner(setup, driver, state, env_state, batch)
 
 
 def best_of(compiled: Any, *args: Any, repeats: int = 3) -> float:

@@ -234,8 +234,8 @@ def side_by_side(
 
 def breakdown(agent: str) -> list[list[str]]:
     """ms per step of the update alone, draw + update, collecting alone and the whole driver."""
-    learner, setup, state, env_state, batch = pendulum_learner(agent, HIDDEN, BATCH)
-    agent_fns = offpolicy.off_policy_agent(setup)
+    setup, driver, state, env_state, batch = pendulum_learner(agent, HIDDEN, BATCH)
+    learner = setup.learner
     key = jax.random.key(0)
     keys = jax.random.split(key, 1000)
 
@@ -255,7 +255,7 @@ def breakdown(agent: str) -> list[list[str]]:
         "update on a fixed minibatch": (updates, state.learner),
         "draw + update (`offpolicy.learn`)": (learns, state.learner, state.buffer),
         "collecting step (`offpolicy.collect`)": (collects, (state, env_state)),
-        "whole driver step (`train_step`)": (agent_fns.train_step, state, env_state, key),
+        "whole driver step (`train_step`)": (driver.train_step, state, env_state, key),
     }
     rows = []
     for what, (fn, *args) in parts.items():

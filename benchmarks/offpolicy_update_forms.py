@@ -27,6 +27,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import jax
 import jax.numpy as jnp
@@ -63,26 +64,20 @@ def one_call_per_critic(self: continuous.Critics, params: Any, obs: Any, action:
 @contextlib.contextmanager
 def form(name: str) -> Iterator[None]:
     """The tracing context of a form (see the module docstring)."""
-    ensemble_call = continuous.Critics.__call__
-    speedups = os.environ.get("JAXRL_SPEEDUPS")
-    if name == "one call per critic":
-        continuous.Critics.__call__ = one_call_per_critic
-    if name == "speed-ups off":
-        os.environ["JAXRL_SPEEDUPS"] = "off"
-    try:
+    with contextlib.ExitStack() as stack:
+        if name == "one call per critic":
+            call = mock.patch.object(continuous.Critics, "__call__", one_call_per_critic)
+            stack.enter_context(call)
+        if name == "speed-ups off":
+            stack.enter_context(mock.patch.dict(os.environ, {"JAXRL_SPEEDUPS": "off"}))
         yield
-    finally:
-        continuous.Critics.__call__ = ensemble_call
-        if speedups is None:
-            os.environ.pop("JAXRL_SPEEDUPS", None)
-        else:
-            os.environ["JAXRL_SPEEDUPS"] = speedups
 
 
 def update_time(agent: str, form_name: str, repeats: int) -> tuple[float, float]:
     """(seconds per update, XLA's FLOPs per update) of `agent` traced in form `form_name`."""
     with form(form_name):
-        learner, _, state, _, batch = pendulum_learner(agent, HIDDEN, BATCH)
+        setup, _, state, _, batch = pendulum_learner(agent, HIDDEN, BATCH)
+        learner = setup.learner
         key = jax.random.key(0)
         keys = jax.random.split(key, UPDATES)
 
