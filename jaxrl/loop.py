@@ -383,6 +383,9 @@ class RunResult:
     carry: Carry  # final carry, leading axis = runs (`trainer.runs`)
     trainer: Trainer
     status: str  # "completed", "interrupted", "nan" or "failed" (a write failed)
+    # The run's compiled `trainer.chunk` (carry, hyper, int32 iterations): more iterations from
+    # `carry` without compiling again (calling `trainer.chunk` traces and compiles anew).
+    compiled_chunk: jax.stages.Compiled
     stop_signal: int | None = None  # the signal that stopped an interrupted run
 
 
@@ -601,7 +604,7 @@ def _train(
             summary["videos"] = [str(p) for p in videos.paths]
             write_json_atomic(run_dir / "summary.json", summary)
     stop_signal = stop.signum if status == "interrupted" else None
-    return RunResult(run_dir, summary, carry, trainer, status, stop_signal)
+    return RunResult(run_dir, summary, carry, trainer, status, compiled, stop_signal)
 
 
 def _budget_reached(cfg: RunConfig, runs: list[Run], progress: Progress) -> bool:
