@@ -94,8 +94,8 @@ def _install_threefry_rule() -> bool:
 def unrolled_threefry(wanted: bool = True) -> Iterator[None]:
     """Programs lowered inside take threefry's unrolled form on CPU (with the speed-ups on and
     `wanted`): for programs whose steps are host calls, where each of the loop's kernels is a
-    hand-off that costs more than the hash; compute-bound programs keep the loop (PPO on
-    CartPole ran slower unrolled). Draws the same numbers."""
+    hand-off that costs more than the hash; JAX-native programs keep the loop, which ran them
+    faster (benchmarks/results/threefry_forms.md). Draws the same numbers."""
     global _unrolled_threefry_users
     active = wanted and enabled() and _install_threefry_rule()
     _unrolled_threefry_users += active
