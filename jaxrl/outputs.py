@@ -141,11 +141,25 @@ class RunLogger:
         self, metrics: dict[str, np.ndarray], env_steps: np.ndarray, ran: np.ndarray
     ) -> None:
         """metrics[k]: [runs, iterations]; env_steps: cumulative per run and iteration; ran:
-        how many of the iterations each run ran."""
+        how many of the iterations each run ran. One event per run and iteration holds all its
+        metrics (`train/<name>`): tensorboardX hands each event to its writer process through a
+        queue, and an event per value made TensorBoard a third of a short PPO run
+        (benchmarks/results/tensorboard_logging.md)."""
+        if not self.writers:
+            return
+        from tensorboardX.proto.summary_pb2 import Summary
+
+        tags = [f"train/{name}" for name in metrics]
         for i, writer in enumerate(self.writers):
-            for name, values in metrics.items():
-                for j in range(int(ran[i])):
-                    writer.add_scalar(f"train/{name}", float(values[i, j]), int(env_steps[i, j]))
+            rows = np.stack([np.asarray(v[i, : int(ran[i])], np.float64) for v in metrics.values()])
+            for j, values in enumerate(rows.T.tolist()):
+                summary = Summary(
+                    value=[
+                        Summary.Value(tag=tag, simple_value=value)
+                        for tag, value in zip(tags, values, strict=True)
+                    ]
+                )
+                writer.file_writer.add_summary(summary, int(env_steps[i, j]))
 
     def log_eval(self, rows: dict[int, dict[str, float]]) -> None:
         """One evaluation row (EVAL_COLUMNS, and SUCCESS_COLUMN where the env reports success)

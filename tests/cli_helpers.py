@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import struct
 import subprocess
 import sys
 import time
@@ -92,3 +93,13 @@ def script_result(script: str, devices: int, timeout: float = 240) -> dict:
     assert result.returncode == 0, result.stderr[-3000:]
     line = next(x for x in result.stdout.splitlines() if x.startswith("RESULT "))
     return json.loads(line.removeprefix("RESULT "))
+
+
+def tensorboard_events(path: Path) -> list[bytes]:
+    """The serialized Event records of a TensorBoard file (TFRecord: length, crc, data, crc)."""
+    data, records, offset = path.read_bytes(), [], 0
+    while offset + 12 <= len(data):
+        (length,) = struct.unpack("<Q", data[offset : offset + 8])
+        records.append(data[offset + 12 : offset + 12 + length])
+        offset += 12 + length + 4
+    return records

@@ -9,7 +9,6 @@ import json
 import re
 import resource
 import signal
-import struct
 import subprocess
 import sys
 import time
@@ -26,6 +25,7 @@ from cli_helpers import (
     error_lines,
     read_evals,
     start,
+    tensorboard_events,
     wait_for_evals,
 )
 
@@ -592,16 +592,6 @@ def test_a_killed_async_worker_is_one_line(tmp_path: Path) -> None:
     assert "killed by SIGKILL" in result.stderr
 
 
-def _tensorboard_events(path: Path) -> list[bytes]:
-    """The serialized Event records of a TensorBoard file (TFRecord: length, crc, data, crc)."""
-    data, records, offset = path.read_bytes(), [], 0
-    while offset + 12 <= len(data):
-        (length,) = struct.unpack("<Q", data[offset : offset + 8])
-        records.append(data[offset + 12 : offset + 12 + length])
-        offset += 12 + length + 4
-    return records
-
-
 def test_kill_9_then_resume_logs_every_iteration_once(tmp_path: Path) -> None:
     """Killed between checkpoints (every 4th evaluation here), the run had logged evaluations
     the checkpoint does not hold; the resumed run redoes them, so evals.csv drops them first
@@ -634,7 +624,7 @@ def test_kill_9_then_resume_logs_every_iteration_once(tmp_path: Path) -> None:
     iterations = [int(r["iteration"]) for r in rows]
     assert iterations == list(range(1, max(logged) + 4)), iterations
     events = sorted((run_dir / "tb" / "seed_0").iterdir(), key=lambda p: p.stat().st_mtime)
-    records = [Event.FromString(r) for r in _tensorboard_events(events[-1])]
+    records = [Event.FromString(r) for r in tensorboard_events(events[-1])]
     (first,) = [e for e in records if e.session_log.status == e.session_log.START]
     assert first.step == checkpoints[-1] * 128 + 1  # events past the checkpoint are hidden
 
