@@ -142,8 +142,8 @@ class RunLogger:
     ) -> None:
         """metrics[k]: [runs, iterations]; env_steps: cumulative per run and iteration; ran:
         how many of the iterations each run ran. One event per run and iteration holds all its
-        metrics (`train/<name>`): tensorboardX hands each event to its writer process through a
-        queue, and an event per value made TensorBoard a third of a short PPO run
+        metrics (`train/<name>`): tensorboardX pickles each event through a multiprocessing queue
+        to its writer thread, and an event per value made TensorBoard a third of a short PPO run
         (benchmarks/results/tensorboard_logging.md)."""
         if not self.writers:
             return
