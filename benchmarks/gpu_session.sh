@@ -6,12 +6,10 @@
 # call. The test log and the reports land under $OUT; the rest is printed.
 #
 # Before the call, from the repository root (the machine has JAX and PyTorch but reaches no
-# package index; pyproject's pins do not apply there):
-#   .whl/  wheels for Python 3.12 of what its image lacks: gymnax, gymnasium,
-#          farama-notifications, brax, mujoco, mujoco-core, mujoco-mjx, hydra-core, omegaconf,
-#          antlr4-python3-runtime, tensorboardX, ale-py, trimesh, ml_collections, flask,
-#          flask-cors, blinker, itsdangerous, jaxopt, glfw, pyopengl
-#   .pjx/  a PureJaxRL checkout (its purejaxrl/ folder)
+# package index; pyproject's pins do not apply there): `bash benchmarks/gpu_prepare.sh
+# PATH_TO_PUREJAXRL_CHECKOUT` makes the two ignored folders it reads:
+#   .whl/  wheels for Python 3.12 of what its image lacks (gymnax, brax, mujoco, hydra, ale-py, ...)
+#   .pjx/  PureJaxRL's purejaxrl/ folder
 # and carry both: run(command="bash benchmarks/gpu_session.sh 540", carry=[".whl", ".pjx"]).
 # The argument is the deadline in seconds from the start: leave 50 s of the call's timeout_s
 # beside it (start-up and the copy of $OUT).
