@@ -24,10 +24,11 @@ cap() {  # the smaller of a section's cap and the time to the deadline, at least
 }
 section() { echo; echo "=== $1 ($(date +%T), $((deadline - $(date +%s))) s left)"; }
 
-# Every command runs under a cap: on 2026-12-04 the set-up's import check (then one uncapped
-# `python -c "import jax, jaxrl, gymnax, brax, hydra, ale_py; jax.devices()"`) printed nothing
-# for the call's whole 595 s and no file came back, so the cause is unknown. Hence the imports
-# one at a time, each timed, and the same check without the carried wheels if it fails.
+# Every command runs under a cap. On 2026-12-04 the first call linked /tmp/bin/python to the
+# image's python3 (a link leaves its venv: no jax), and the second call, on the same warm
+# machine, wrote the wrapper below *through* that link: python3 itself became a script that
+# exec'd python3, the import check never returned, and nothing under $OUT came back. The wrapper
+# now goes into a fresh directory, and the imports print one at a time, timed.
 section "set-up"
 if [ -d .whl ]; then
     timeout 120 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
@@ -35,9 +36,11 @@ if [ -d .whl ]; then
     export PYTHONPATH=/tmp/site:$PWD
 fi
 # `python` for the tests' and benchmarks' subprocesses: a wrapper, since a link to the image's
-# venv python3 leaves the venv (no jax).
-mkdir -p /tmp/bin && printf '#!/bin/sh\nexec python3 "$@"\n' > /tmp/bin/python && chmod +x /tmp/bin/python
-export PATH=/tmp/bin:$PATH XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONUNBUFFERED=1
+# venv python3 leaves the venv (no jax); in a new directory, never over an existing file.
+bin_dir=$(mktemp -d)
+printf '#!/bin/sh\nexec %s "$@"\n' "$(command -v python3)" > "$bin_dir/python"
+chmod +x "$bin_dir/python"
+export PATH=$bin_dir:$PATH XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONUNBUFFERED=1
 timeout 20 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 lscpu | grep -E "^Model name|^CPU\(s\)"
 imports='import importlib, sys, time
