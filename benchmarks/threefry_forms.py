@@ -26,6 +26,7 @@ from common import (
     PUREJAXRL_PPO_CARTPOLE,
     PUREJAXRL_SETTINGS,
     RESULTS,
+    last_json,
     load_note,
     machine,
     markdown_table,
@@ -75,7 +76,7 @@ def main() -> None:
     def run(program: str, unrolled: bool) -> dict[str, float]:
         cmd = [sys.executable, __file__, "--worker", program, str(int(unrolled))]
         stdout, _ = run_process(program, cmd, env=repo_env())
-        return json.loads(stdout.strip().splitlines()[-1])
+        return last_json(stdout)
 
     before = os.getloadavg()[0]
     results: dict[tuple[str, str], list[dict[str, float]]] = {}
@@ -88,17 +89,19 @@ def main() -> None:
                 print(program, form, results[program, form][-1], flush=True)
     after = os.getloadavg()[0]
 
+    def median_run(runs: list[dict[str, float]]) -> float:
+        return statistics.median(r["run_seconds"] for r in runs)
+
     rows = []
     for (program, form), runs in results.items():
         default = results[program, next(iter(FORMS))]
-        median = lambda rs: statistics.median(r["run_seconds"] for r in rs)
         rows.append(
             [
                 program,
                 form,
                 median_range([r["compile_seconds"] for r in runs]),
                 median_range([r["run_seconds"] for r in runs]),
-                f"{median(runs) / median(default):.2f}",
+                f"{median_run(runs) / median_run(default):.2f}",
                 ", ".join(f"{r['final_eval_return']:.1f}" for r in runs),
             ]
         )
