@@ -80,6 +80,7 @@ from jaxrl.deterministic import DDPG_KEYS, DeterministicConfig, make_determinist
 from jaxrl.env import Env
 from jaxrl.offpolicy import Learner, example_transition
 from jaxrl.replay import ReplayState
+from jaxrl.rollout import while_each
 
 LEARNERS = ("ddpg", "td3")
 MEMBERS_AXIS = "members"
@@ -294,7 +295,7 @@ def stage_episodes(
         jnp.zeros((), jnp.int32),
         loop_key,
     )
-    _, _, staged, valid, _, returns, lengths, t, _ = jax.lax.while_loop(cond, body, carry)
+    _, _, staged, valid, _, returns, lengths, t, _ = while_each(cond, body, carry)
     return Episodes(staged, valid, returns, lengths, t * n)
 
 

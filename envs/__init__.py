@@ -184,7 +184,9 @@ def make(cfg: EnvConfig, num_envs: int | None = None) -> Env:
 
         local = functools.partial(make_atari_pool, family_cfg)
         factory = pool_factory(family_cfg, local)
-        return HostEnv(atari_spec(family_cfg, n), factory, obs_axes=POOL_OBS_AXES)
+        return HostEnv(
+            atari_spec(family_cfg, n), factory, family_cfg.callback, obs_axes=POOL_OBS_AXES
+        )
     from envs.gym_pool import make_gymnasium
 
     return make_gymnasium(family_cfg, n)

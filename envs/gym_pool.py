@@ -433,7 +433,7 @@ def make_gymnasium(cfg: HostEnvConfig, num_envs: int) -> GymnasiumEnv:
     spec, make_one = gymnasium_spec(cfg, num_envs)
     mode = "sync" if cfg.pool == "ray" else cfg.pool
     local = functools.partial(_local_pool, make_one, mode, cfg.id, cfg.timeout)
-    return GymnasiumEnv(spec, pool_factory(cfg, local))
+    return GymnasiumEnv(spec, pool_factory(cfg, local), cfg.callback)
 
 
 def _local_pool(

@@ -41,6 +41,7 @@ import contextlib
 import dataclasses
 import hashlib
 import itertools
+import logging
 import math
 import os
 import threading
@@ -138,6 +139,10 @@ class HostPoolConfig(EnvConfig):
     # null: wait forever. A dead worker is reported at once either way.
     timeout: float | None = 60.0
     ray: RayConfig = dataclasses.field(default_factory=RayConfig)
+    # How the compiled program calls the pool: auto (buffer_callback on CPU, io_callback on GPU
+    # and TPU), buffer or io (benchmarks/results/host_bridge.md compares them; io on a CPU runs
+    # the accelerators' path).
+    callback: str = "auto"
 
     def pool_modes(self) -> tuple[str, ...]:
         """The `env.pool` values this family runs."""
@@ -154,6 +159,10 @@ class HostPoolConfig(EnvConfig):
         require(
             self.timeout is None or self.timeout > 0,
             f"env.timeout={self.timeout} must be > 0 seconds (or null: wait forever)",
+        )
+        require(
+            self.callback in CALLBACKS,
+            f"env.callback='{self.callback}' is not one of: {', '.join(CALLBACKS)}",
         )
 
 
@@ -347,11 +356,35 @@ def host_errors() -> Iterator[None]:
         yield
     except jax.errors.JaxRuntimeError:
         error, _REGISTRY.error = _REGISTRY.error, None
+        if error is not None:
+            _forget_failed_tokens()
         if isinstance(error, HostEnvError):
             raise error.with_traceback(None) from error.__cause__
         if isinstance(error, KeyboardInterrupt):  # a Ctrl-C that landed in a host call
             raise KeyboardInterrupt from None
         raise
+
+
+class _LoggedOnceFilter(logging.Filter):
+    """JAX logs an io_callback's exception with its traceback before XLA fails the program; a
+    host env's failure is reported once, as the `HostEnvError` that `host_errors` raises."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.exc_info is None or record.exc_info[1] is not _REGISTRY.error
+
+
+logging.getLogger("jax._src.callback").addFilter(_LoggedOnceFilter())
+
+
+def _forget_failed_tokens() -> None:
+    """On GPU the failed program also fails the runtime token JAX keeps per device, and JAX's exit
+    handlers wait on those tokens: each would print the failure again, as a traceback, at exit.
+    The failure is reported, so the tokens are dropped (JAX has no public call for this; a JAX
+    without it only prints more at exit)."""
+    with contextlib.suppress(ImportError, AttributeError):
+        from jax._src import dispatch
+
+        dispatch.runtime_tokens.clear()
 
 
 def _host_call(

@@ -46,7 +46,7 @@ from jaxrl.outputs import (
     write_text_atomic,
 )
 from jaxrl.prng import make_key
-from jaxrl.rollout import Episodes, run_episodes
+from jaxrl.rollout import Episodes, run_episodes, while_each
 from jaxrl.rundir import CHECKPOINTS, ENV_SPEC, claim, default_run_dir, holds_run
 from jaxrl.video import record_videos
 
@@ -318,9 +318,9 @@ class Trainer:
             env_steps = c.env_steps + jnp.asarray(step["env_steps"], jnp.int32)
             return i + 1, Carry(agent_state, env_state, key, env_steps), metrics
 
-        ran, carry, metrics = jax.lax.while_loop(
-            running, body, (jnp.zeros((), jnp.int32), carry, metrics)
-        )
+        # Runs that stop at their own budget make the predicate batched under vmap: `while_each`.
+        loop = jax.lax.while_loop if fixed_steps else while_each
+        ran, carry, metrics = loop(running, body, (jnp.zeros((), jnp.int32), carry, metrics))
         key, eval_key = jax.random.split(carry.key)
         episodes = self.evaluate(agent, carry.agent_state, eval_key)
         finite = jnp.all(jnp.isfinite(agent.params(carry.agent_state)))

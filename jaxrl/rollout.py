@@ -29,6 +29,35 @@ class Episodes(NamedTuple):
     successes: Array | None = None
 
 
+@jax.custom_batching.custom_vmap
+def any_in_batch(running: Array) -> Array:
+    """`running` itself; under vmap (nested or not), whether any instance of the batch runs, as
+    one unbatched value."""
+    return running
+
+
+@any_in_batch.def_vmap
+def _any_in_batch_rule(axis_size: int, in_batched: tuple[bool], running: Array):
+    if not in_batched[0]:
+        return running, False
+    return any_in_batch(jnp.any(running, axis=0)), False  # an outer vmap reduces its own axis
+
+
+def while_each(
+    running: Callable[[PyTree], Array], body: Callable[[PyTree], PyTree], carry: PyTree
+) -> PyTree:
+    """`lax.while_loop(running, body, carry)` with its meaning under vmap (each instance stops at
+    its own end and is carried unchanged after it), written out so that the loop's predicate is
+    never batched: JAX refuses a batched predicate around an `io_callback`, the host envs' call on
+    GPU and TPU (envs/host.py). The loop runs while any instance of the batch runs."""
+
+    def step(carry: PyTree) -> PyTree:
+        active = running(carry)
+        return jax.tree.map(lambda new, old: jnp.where(active, new, old), body(carry), carry)
+
+    return jax.lax.while_loop(lambda carry: any_in_batch(running(carry)), step, carry)
+
+
 def run_episodes(
     env: Env, policy: Policy | MemoryPolicy, key: Key, memory: PyTree = None
 ) -> Episodes:
@@ -88,6 +117,6 @@ def run_episodes(
         loop_key,
         memory,
     )
-    _, _, _, returns, lengths, successes, stats, t, *_ = jax.lax.while_loop(cond, body, carry)
+    _, _, _, returns, lengths, successes, stats, t, *_ = while_each(cond, body, carry)
     successes = successes if reports_success else None
     return Episodes(returns, lengths, t * n, normalize.merge(stats), successes)

@@ -388,6 +388,8 @@ def test_cli_names_gym_ids_on_the_fly_and_validates_them():
         compose(["agent=ppo", "env=gym/CartPole-v1", "env.pool=threads"])
     with pytest.raises(ConfigError, match=r"did you mean gym/LunarLander-v3\?"):
         compose(["agent=ppo", "env=LunarLander-v3"])
+    with pytest.raises(ConfigError, match=r"env\.callback='cuda' is not one of: auto, buffer, io$"):
+        compose(["agent=ppo", "env=ALE/Pong-v5", "env.callback=cuda"])
 
 
 @pytest.mark.timeout(300)

@@ -557,13 +557,20 @@ def test_a_full_disk_keeps_the_last_checkpoint(tmp_path: Path) -> None:
     assert f"resumed from iteration {kept} " in resumed.stderr
 
 
-@pytest.mark.parametrize("pool", ["sync", "async"])
-def test_an_env_that_raises_is_one_line_with_its_own_message(tmp_path: Path, pool: str) -> None:
+@pytest.mark.parametrize(
+    ("pool", "callback"), [("sync", "auto"), ("async", "auto"), ("sync", "io")]
+)
+def test_an_env_that_raises_is_one_line_with_its_own_message(
+    tmp_path: Path, pool: str, callback: str
+) -> None:
+    """callback=io is the host call GPUs and TPUs take, where JAX also logs the callback's failure
+    and keeps it in a runtime token that its exit handlers wait on."""
     run_dir = tmp_path / "run"
     result = cli(
         *QUICK_PPO,
         "env=gym/faulty_envs:BreaksAtStep-v0",
         f"env.pool={pool}",
+        f"env.callback={callback}",
         "env.num_envs=2",
         "log.progress=false",
         f"log.dir={run_dir}",

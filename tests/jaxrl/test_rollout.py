@@ -14,12 +14,14 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
+from jax.experimental import io_callback
 
 import envs
 from jaxrl.config import EnvConfig
 from jaxrl.datatypes import Array, Box, Discrete, EnvSpec, Key, TimeStep
 from jaxrl.env import EnvCore, VectorEnv, random_actions
-from jaxrl.rollout import Episodes, run_episodes
+from jaxrl.rollout import Episodes, run_episodes, while_each
 
 
 def _obs(count: Array) -> Array:
@@ -173,3 +175,49 @@ def test_restarting_a_vector_env_leaves_the_episodes_unchanged() -> None:
     assert len(set(stepped.lengths.tolist())) > 2  # episodes of several lengths ended and restarted
     for a, b in zip(jax.tree.leaves(restarted), jax.tree.leaves(stepped), strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+def _doubling(limits: Array, with_io: bool):
+    """x doubles while i < limit: instance k ends with (limit_k, 2**limit_k)."""
+    calls = []
+
+    def body(carry):
+        i, x = carry
+        if with_io:  # a side effect in the loop, as a host env's step on GPU is
+            i = io_callback(lambda v: calls.append(1) or v, jax.ShapeDtypeStruct((), jnp.int32), i)
+        return i + 1, x * 2
+
+    def run(limit):
+        return while_each(lambda carry: carry[0] < limit, body, (jnp.int32(0), jnp.float32(1)))
+
+    return jax.jit(jax.vmap(run))(limits), calls
+
+
+def test_while_each_stops_each_instance_at_its_own_end_with_an_unbatched_predicate() -> None:
+    limits = jnp.array([1, 3, 0], jnp.int32)
+    (i, x), _ = _doubling(limits, with_io=False)
+    np.testing.assert_array_equal(i, [1, 3, 0])
+    np.testing.assert_array_equal(x, [2.0, 8.0, 1.0])
+    # Nested vmap (seeds x hyperparameter values) reduces every axis to one predicate too.
+    nested = jax.vmap(jax.vmap(lambda n: while_each(lambda c: c < n, lambda c: c + 1, n * 0)))
+    np.testing.assert_array_equal(nested(jnp.array([[2, 5], [0, 1]])), [[2, 5], [0, 1]])
+    jaxpr = jax.make_jaxpr(nested)(jnp.array([[2, 5], [0, 1]]))
+    (loop,) = [e for e in jaxpr.jaxpr.eqns if e.primitive.name == "while"]
+    assert loop.params["cond_jaxpr"].out_avals[0].shape == ()  # one predicate for the batch
+
+
+def test_while_each_takes_io_callbacks_that_a_batched_while_loop_refuses() -> None:
+    limits = jnp.array([1, 3], jnp.int32)
+    (i, x), calls = _doubling(limits, with_io=True)
+    np.testing.assert_array_equal(i, [1, 3])
+    np.testing.assert_array_equal(x, [2.0, 8.0])
+    # 3 iterations (the longest instance's) x 2 instances: a finished instance's body still runs,
+    # its result discarded, as in JAX's own batched loop.
+    assert len(calls) == 6
+    loop = lambda n: jax.lax.while_loop(
+        lambda c: c < n,
+        lambda c: io_callback(lambda v: v + 1, jax.ShapeDtypeStruct((), jnp.int32), c),
+        n * 0,
+    )
+    with pytest.raises(Exception, match="Unordered IO effects not supported in while_loop"):
+        jax.jit(jax.vmap(loop))(limits)
