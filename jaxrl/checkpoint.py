@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import itertools
 import logging
 import os
@@ -75,6 +76,13 @@ def _os_reason(e: BaseException) -> str:
         return f"{found.group(1)} (errno {found.group(2)})"
     if isinstance(e, OSError) and e.strerror:
         return f"{e.strerror} (errno {e.errno})" if e.errno else e.strerror
+    # Other tensorstore versions word it otherwise: an errno number, or only the OS's text.
+    found = re.search(r"(?:os_error_code|OS error|errno)\D{0,4}(\d+)", text, re.IGNORECASE)
+    if found and int(found.group(1)) in errno.errorcode:
+        return f"{os.strerror(int(found.group(1)))} (errno {found.group(1)})"
+    for number in sorted(errno.errorcode):
+        if os.strerror(number) in text:
+            return f"{os.strerror(number)} (errno {number})"
     lines = text.strip().splitlines()
     return lines[0][:200] if lines else type(e).__name__
 

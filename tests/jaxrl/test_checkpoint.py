@@ -12,7 +12,7 @@ import numpy as np
 import envs
 from agents.dqn import DQNConfig, make_dqn
 from jaxrl import replay
-from jaxrl.checkpoint import Checkpointer
+from jaxrl.checkpoint import Checkpointer, _os_reason
 from jaxrl.config import EnvConfig
 from jaxrl.prng import make_key
 
@@ -145,3 +145,18 @@ def test_an_off_policy_run_resumed_from_its_buffer_equals_the_run_uninterrupted(
         strict=True,
     ):
         np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+
+
+def test_a_failed_write_names_the_operating_systems_reason_in_every_wording() -> None:
+    """The reason a checkpoint could not be written, from the texts tensorstore versions give
+    (the CPU image's and the GPU image's differ) or an OSError."""
+    disk = "File too large (errno 27)"
+    current = "OUT_OF_RANGE: Error writing \"x\": File too large [os_error_code='27'] [source...]"
+    assert _os_reason(RuntimeError(current)) == disk
+    numbered = 'OUT_OF_RANGE: Error writing "agent_state/0" in OCDBT database [OS error 27]'
+    assert _os_reason(RuntimeError(numbered)) == disk
+    worded = 'OUT_OF_RANGE: Error writing "agent_state/0" in OCDBT database: File too large'
+    assert _os_reason(RuntimeError(worded)) == disk
+    full = "No space left on device"
+    assert _os_reason(OSError(28, full)) == f"{full} (errno 28)"
+    assert _os_reason(RuntimeError("first line\nsecond")) == "first line"
