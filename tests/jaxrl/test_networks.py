@@ -90,11 +90,12 @@ THREEFRY_ANSWERS = [
 
 
 def threefry_lowered(key: tuple[int, int], counter: tuple[int, int]) -> tuple[str, list[int]]:
-    """The CPU lowering of a jitted threefry2x32 hash and its output for (key, counter)."""
+    """The CPU lowering of a jitted threefry2x32 hash and its output for (key, counter), on a
+    GPU machine too (the arguments committed to the CPU): GPUs never take the rolled form."""
     from jax.extend.random import threefry_2x32
 
     fn = jax.jit(lambda k, c: threefry_2x32(k, c))
-    args = (np.uint32(key), np.uint32(counter))
+    args = jax.device_put((np.uint32(key), np.uint32(counter)), jax.devices("cpu")[0])
     return fn.lower(*args).as_text(), [int(v) for v in fn(*args)]
 
 
