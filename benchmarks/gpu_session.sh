@@ -79,6 +79,20 @@ section "PPO CartPole-v1 beside PureJaxRL (1 and 512 seeds)"
 timeout -k 5 "$(cap 125)" python benchmarks/ppo_purejaxrl.py --purejaxrl .pjx --seeds 1 512 \
     --repeats 2 --out "$OUT/ppo_purejaxrl.md"
 
+section "PPO CartPole on the GPU, 1 seed: default, one evaluation, one evaluation without speed-ups"
+# Where the 0.84x of gpu_h200.md goes: the evaluations (~0.3 s there), or the CPU-timed forms
+# (jaxrl/speedups.py: the flat optimiser vector is on everywhere).
+ppo_args="agent=ppo env=CartPole-v1 env.num_envs=4 agent.num_steps=128 agent.num_minibatches=4
+    agent.update_epochs=4 agent.obs_normalization=false agent.return_normalization=false
+    budget.env_steps=499712 log.progress=false log.tensorboard=false"
+for variant in "eval.every=null" "eval.every=977" "eval.every=977 JAXRL_SPEEDUPS=off"; do
+    overrides=${variant% JAXRL_SPEEDUPS=off}
+    speedups=$([ "$overrides" = "$variant" ] && echo on || echo off)
+    echo "$variant: $(JAXRL_SPEEDUPS=$speedups timeout -k 5 "$(cap 30)" python -m jaxrl.run \
+        $ppo_args "$overrides" log.dir="/tmp/runs/ppo_${speedups}_${overrides#eval.every=}" \
+        2>&1 | tail -1)"
+done
+
 section "Brax: our PPO and Brax's ppo.train on ant (spring), 8 iterations"
 timeout -k 5 "$(cap 120)" python benchmarks/brax_trainers.py --algo ppo --budget 2621440 \
     --seeds 1 --runs /tmp/runs/brax --retrain &&
