@@ -189,8 +189,14 @@ class Checkpointer:
 
     def save(self, step: int, state: Any, meta: dict[str, Any]) -> None:
         buffers = _buffers(state) if self.replay_buffers else []
+        saved = keys_to_data(_without_buffer_items(state))
+        if not is_distributed():
+            # One transfer of the whole tree: orbax takes numpy leaves in about half the time of
+            # device arrays, whose host copies it makes one slice at a time. (The arrays of
+            # several processes stay global: each writes its own shards.)
+            saved = jax.device_get(saved)
         parts = {
-            "state": ocp.args.StandardSave(keys_to_data(_without_buffer_items(state))),
+            "state": ocp.args.StandardSave(saved),
             "meta": ocp.args.JsonSave(meta),
         }
         if buffers:
