@@ -616,12 +616,21 @@ def test_kill_9_then_resume_logs_every_iteration_once(tmp_path: Path) -> None:
         f"log.dir={run_dir}",
     )
     wait_for_evals(run_dir, 6, proc)
+    # Killed where it had logged past its last checkpoint: stopped (SIGSTOP) to look, so that
+    # the run cannot reach its next checkpoint between the look and the kill.
+    deadline = time.monotonic() + 120
+    while True:
+        proc.send_signal(signal.SIGSTOP)
+        checkpoints = sorted(
+            int(p.name) for p in (run_dir / "checkpoints").iterdir() if p.name.isdigit()
+        )
+        logged = [int(r["iteration"]) for r in read_evals(run_dir)]
+        if logged[-1] > checkpoints[-1] or time.monotonic() > deadline:
+            break
+        proc.send_signal(signal.SIGCONT)
+        time.sleep(0.02)
     proc.kill()
     proc.communicate(timeout=60)
-    checkpoints = sorted(
-        int(p.name) for p in (run_dir / "checkpoints").iterdir() if p.name.isdigit()
-    )
-    logged = [int(r["iteration"]) for r in read_evals(run_dir)]
     assert logged[-1] > checkpoints[-1]  # there is something to drop
 
     target = (max(logged) + 3) * 128
