@@ -71,12 +71,10 @@ def _quiet_orbax() -> Iterator[None]:
 def _os_reason(e: BaseException) -> str:
     """The operating system's reason inside an orbax/tensorstore error, else its first line."""
     text = str(e)
-    found = re.search(r"([A-Z][^:\[\]]*?) \[os_error_code='(\d+)'\]", text)
-    if found:
-        return f"{found.group(1)} (errno {found.group(2)})"
     if isinstance(e, OSError) and e.strerror:
         return f"{e.strerror} (errno {e.errno})" if e.errno else e.strerror
-    # Other tensorstore versions word it otherwise: an errno number, or only the OS's text.
+    # Tensorstore versions word it differently: an errno number (`[os_error_code='27']`,
+    # `[OS error 27]`), or only the OS's text.
     found = re.search(r"(?:os_error_code|OS error|errno)\D{0,4}(\d+)", text, re.IGNORECASE)
     if found and int(found.group(1)) in errno.errorcode:
         return f"{os.strerror(int(found.group(1)))} (errno {found.group(1)})"
