@@ -134,6 +134,23 @@ ROWS = [
         "0.98 (return)",
         budget=200_000,
     ),
+    # Whether the representation's changes make the greedy policy's success flip from one
+    # evaluation to the next: the latent range measured on 10× the transitions (a steadier
+    # percentile), and no VAE step after the pre-training (the range never measured again).
+    Row(
+        "HyAR, range from 50k samples",
+        (*HYAR, "agent.range_samples=50000"),
+        PLATFORM,
+        "0.98 (return)",
+        budget=200_000,
+    ),
+    Row(
+        "HyAR, VAE frozen after its pre-training",
+        (*HYAR, "agent.vae_train_after=1000000"),
+        PLATFORM,
+        "0.98 (return)",
+        budget=200_000,
+    ),
     # The `goal` preset: the reference's warm-up and budget, and its two buffers: TD3 draws
     # from its own newest 1e5 transitions (no warm-up ones), the VAE from every transition of
     # the run (its 2e6 buffer holds them all).
