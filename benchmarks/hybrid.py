@@ -151,6 +151,15 @@ ROWS = [
         "0.98 (return)",
         budget=200_000,
     ),
+    # Twice the final exploration noise: whether seeds whose last hop falls short find the
+    # longer hop when they try more of its neighbours.
+    Row(
+        "HyAR, final exploration σ 0.2",
+        (*HYAR, "agent.exploration_noise=0.2"),
+        PLATFORM,
+        "0.98 (return)",
+        budget=200_000,
+    ),
     # The `goal` preset: the reference's warm-up and budget, and its two buffers: TD3 draws
     # from its own newest 1e5 transitions (no warm-up ones), the VAE from every transition of
     # the run (its 2e6 buffer holds them all).
