@@ -160,6 +160,15 @@ ROWS = [
         "0.98 (return)",
         budget=200_000,
     ),
+    # A third of the reference's actor learning rate: whether a slower actor leaves the last
+    # run-up's window less often.
+    Row(
+        "HyAR, actor learning rate 1e-4",
+        (*HYAR, "agent.actor_lr=0.0001"),
+        PLATFORM,
+        "0.98 (return)",
+        budget=200_000,
+    ),
     # The `goal` preset: the reference's warm-up and budget, and its two buffers: TD3 draws
     # from its own newest 1e5 transitions (no warm-up ones), the VAE from every transition of
     # the run (its 2e6 buffer holds them all).
