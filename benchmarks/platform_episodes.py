@@ -17,11 +17,13 @@ import argparse
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
+from envs import make as make_env
 from envs import platform
+from jaxrl.config import EnvConfig
 from jaxrl.policy import Policy, load_policy
+from jaxrl.rollout import run_episodes
 
 
 def with_target_actor(policy: Policy) -> Any | None:
@@ -54,31 +56,12 @@ def episode_line(policy: Policy, agent_state: Any, key: jax.Array) -> str:
 
 
 def rates(policy: Policy, agent_state: Any, episodes: int, seed: int) -> tuple[float, float]:
-    """Success rate and mean return of `episodes` greedy episodes, vmapped."""
-
-    def episode(key: jax.Array) -> tuple[jax.Array, jax.Array]:
-        state, obs = platform.reset(key)
-
-        def body(carry: tuple) -> tuple:
-            state, obs, done, t, key, total = carry
-            key, act_key, step_key = jax.random.split(key, 3)
-            action = jax.tree.map(
-                lambda a: a[0], policy.agent.act(agent_state, obs[None], act_key, True)
-            )
-            next_state, next_obs, reward, terminated = platform.step(step_key, state, action)
-            keep = lambda old, new: jnp.where(done, old, new)
-            state = jax.tree.map(keep, state, next_state)
-            total = total + jnp.where(done, 0.0, reward)
-            return state, keep(obs, next_obs), done | terminated, t + 1, key, total
-
-        carry = (state, obs, jnp.zeros((), bool), 0, key, jnp.zeros(()))
-        running = lambda c: ~c[2] & (c[3] < platform.MAX_EPISODE_STEPS)
-        state, *_, total = jax.lax.while_loop(running, body, carry)
-        return platform.success(state), total
-
-    keys = jax.random.split(jax.random.PRNGKey(seed), episodes)
-    success, total = jax.jit(jax.vmap(episode))(keys)
-    return float(np.mean(success)), float(np.mean(total))
+    """Success rate and mean return of `episodes` greedy episodes, one per env, run as the
+    training loop's evaluation runs them (`jaxrl.rollout.run_episodes`)."""
+    env = make_env(EnvConfig(id=platform.NAME), episodes)
+    act = lambda obs, key: policy.agent.act(agent_state, obs, key, True)
+    result = jax.jit(lambda key: run_episodes(env, act, key))(jax.random.PRNGKey(seed))
+    return float(np.mean(result.successes)), float(np.mean(result.returns))
 
 
 def main() -> None:
