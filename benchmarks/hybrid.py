@@ -169,12 +169,29 @@ ROWS = [
         "0.98 (return)",
         budget=200_000,
     ),
+    # The same two on five more seeds (5-9): whether the slower actor's lead holds.
+    Row("HyAR, seeds 5-9", (*HYAR, "seed=5"), PLATFORM, "0.98 (return)", budget=200_000),
+    Row(
+        "HyAR, actor learning rate 1e-4, seeds 5-9",
+        (*HYAR, "agent.actor_lr=0.0001", "seed=5"),
+        PLATFORM,
+        "0.98 (return)",
+        budget=200_000,
+    ),
     # The `goal` preset: the reference's warm-up and budget, and its two buffers: TD3 draws
     # from its own newest 1e5 transitions (no warm-up ones), the VAE from every transition of
     # the run (its 2e6 buffer holds them all).
     Row("HyAR", HYAR, GOAL, "0.78", budget=321_000),
     # The same on seeds 0-2 alone, beside the other 3-seed rows.
     two_buffers(GOAL, "0.78", 321_000),
+    # The slower actor that steadied Platform's seeds, on Goal's preset.
+    Row(
+        "HyAR, actor learning rate 1e-4",
+        (*HYAR, "agent.actor_lr=0.0001"),
+        GOAL,
+        "0.78",
+        budget=321_000,
+    ),
     # The preset before: one 100k buffer for both, warm-up included.
     Row(
         "HyAR, one 100k buffer for TD3 and the VAE",
