@@ -3,7 +3,7 @@
 Orbax writes each step into a temporary directory and renames it when complete, so a crash or a
 Ctrl-C while saving never leaves a half-written checkpoint as the latest one. The replay
 buffers' items are an item of that step of their own (`replay/`: the filled rows of each array
-as a raw file, written from a zero-copy view of the array), because orbax's array writer holds
+as a raw file, written from zero-copy views of the array's shards), because orbax's array writer holds
 about two extra copies of what it writes and a replay buffer is most of a run's memory
 (benchmarks/results/design_notes.md). With `replay_buffers=False` the items are not written; a
 restore gives back the empty buffers of the structure it restores into.
@@ -108,11 +108,19 @@ def _filled_rows(buffer: ReplayState) -> int:
     return int(np.max(np.asarray(buffer.size)))
 
 
-def _host_view(x: jax.Array) -> np.ndarray:
-    """The array's bytes on the host without a copy where they already are (one CPU device)."""
-    if len(x.devices()) == 1 and next(iter(x.devices())).platform == "cpu":
-        return np.from_dlpack(x)
-    return np.asarray(x)
+def _host_parts(x: jax.Array, batch_axes: int) -> list[np.ndarray]:
+    """The array's bytes on the host, in order: views of its shards where they already are (CPU
+    devices, each holding a slice of the runs' axis), without a copy. `np.asarray` of an array
+    spread over devices assembles a whole host copy and keeps it with the array."""
+    shards = [shard for shard in x.addressable_shards if shard.replica_id == 0]
+    on_cpu = all(shard.device.platform == "cpu" for shard in shards)
+    runs_split = batch_axes > 0 and all(
+        all(index == slice(None) for index in shard.index[1:]) for shard in shards
+    )
+    if on_cpu and (len(shards) == 1 or runs_split):
+        in_order = sorted(shards, key=lambda shard: shard.index[0].start or 0)
+        return [np.from_dlpack(shard.data) for shard in in_order]
+    return [np.asarray(x)]
 
 
 class _ReplayItemsHandler(ocp.CheckpointHandler):
@@ -124,12 +132,12 @@ class _ReplayItemsHandler(ocp.CheckpointHandler):
         for b, buffer in enumerate(args.buffers):
             rows, batch_axes = _filled_rows(buffer), np.ndim(buffer.size)
             for i, item in enumerate(jax.tree.leaves(buffer.data)):
-                view = _host_view(item)
                 with open(Path(directory) / f"{b}_{i}.bin", "wb") as f:
-                    for index in np.ndindex(view.shape[:batch_axes]):
-                        part = np.ascontiguousarray(view[index][:rows])
-                        if part.size:  # memoryview cannot cast an empty array
-                            f.write(memoryview(part).cast("B"))
+                    for view in _host_parts(item, batch_axes):
+                        for index in np.ndindex(view.shape[:batch_axes]):
+                            part = np.ascontiguousarray(view[index][:rows])
+                            if part.size:  # memoryview cannot cast an empty array
+                                f.write(memoryview(part).cast("B"))
                     f.flush()
                     os.fsync(f.fileno())
 

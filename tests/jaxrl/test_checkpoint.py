@@ -8,6 +8,8 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 import envs
 from agents.dqn import DQNConfig, make_dqn
@@ -55,23 +57,36 @@ def test_a_checkpoint_without_buffers_restores_them_empty(tmp_path: Path) -> Non
     assert sizes[False] < sizes[True] - 1_000_000
 
 
-def test_buffers_of_several_runs_keep_only_their_filled_rows_on_disk(tmp_path: Path) -> None:
-    """A batch of 3 runs' buffers holding 5, 0 and 2 items of 4 float32: the file holds each
-    run's first max(size) = 5 rows (3 x 5 x 4 x 4 bytes = 240), and a restore gives back every
-    item and zeros past them, bit for bit, with the counters."""
+@pytest.mark.parametrize("spread", [False, True], ids=["one-device", "runs-over-devices"])
+def test_buffers_of_several_runs_keep_only_their_filled_rows_on_disk(
+    tmp_path: Path, spread: bool
+) -> None:
+    """A batch of 4 runs' buffers holding 5, 0, 2 and 3 items of 4 float32: the file holds each
+    run's first max(size) = 5 rows in run order (4 x 5 x 4 x 4 bytes = 320), and a restore gives
+    back every item and zeros past them, bit for bit, with the counters. Spread over two CPU
+    devices (the trainer's runs over the cores), the runs' shards are written as they lie."""
     one = replay.init(jnp.zeros((4,), jnp.float32), 16)
-    counts = (5, 0, 2)
+    counts = (5, 0, 2, 3)
     filled = [
         replay.add(one, jnp.arange(n * 4, dtype=jnp.float32).reshape(n, 4) + 100 * r) if n else one
         for r, n in enumerate(counts)
     ]
     buffers = jax.tree.map(lambda *xs: jnp.stack(xs), *filled)
+    if spread:
+        devices = jax.local_devices()[:2]
+        if len(devices) < 2:
+            pytest.skip("one CPU device: the runs cannot spread")
+        runs = NamedSharding(Mesh(np.array(devices), ("runs",)), PartitionSpec("runs"))
+        buffers = jax.device_put(buffers, runs)
+        assert len(buffers.data.addressable_shards) == 2
     carry = {"buffer": buffers, "step": jnp.int32(7)}
     ckpt = Checkpointer(tmp_path, 1)
     ckpt.save(3, carry, {})
     restored, _ = ckpt.restore(jax.eval_shape(lambda: carry))
     ckpt.close()
-    assert (tmp_path / "3" / "replay" / "0_0.bin").stat().st_size == 3 * 5 * 4 * 4
+    written = np.fromfile(tmp_path / "3" / "replay" / "0_0.bin", np.float32)
+    np.testing.assert_array_equal(written, np.asarray(buffers.data)[:, :5].ravel())
+    assert written.nbytes == 4 * 5 * 4 * 4
     np.testing.assert_array_equal(restored["buffer"].data, buffers.data)
     np.testing.assert_array_equal(restored["buffer"].size, counts)
     assert not np.asarray(restored["buffer"].data)[:, 5:].any()
