@@ -3,10 +3,10 @@
 Orbax writes each step into a temporary directory and renames it when complete, so a crash or a
 Ctrl-C while saving never leaves a half-written checkpoint as the latest one. The replay
 buffers' items are an item of that step of their own (`replay/`: the filled rows of each array
-as a raw file, written from zero-copy views of the array's shards), because orbax's array writer holds
-about two extra copies of what it writes and a replay buffer is most of a run's memory
-(benchmarks/results/design_notes.md). With `replay_buffers=False` the items are not written; a
-restore gives back the empty buffers of the structure it restores into.
+as a raw file, written from zero-copy views of the array's shards), because orbax's array
+writer holds about two extra copies of what it writes and a replay buffer is most of a run's
+memory (benchmarks/results/design_notes.md). With `replay_buffers=False` the items are not
+written; a restore gives back the empty buffers of the structure it restores into.
 """
 
 from __future__ import annotations
