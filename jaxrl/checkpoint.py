@@ -110,16 +110,22 @@ def _filled_rows(buffer: ReplayState) -> int:
 
 def _host_parts(x: jax.Array, batch_axes: int) -> list[np.ndarray]:
     """The array's bytes on the host, in order: views of its shards where they already are (CPU
-    devices, each holding a slice of the runs' axis), without a copy. `np.asarray` of an array
-    spread over devices assembles a whole host copy and keeps it with the array."""
-    shards = [shard for shard in x.addressable_shards if shard.replica_id == 0]
-    on_cpu = all(shard.device.platform == "cpu" for shard in shards)
-    runs_split = batch_axes > 0 and all(
-        all(index == slice(None) for index in shard.index[1:]) for shard in shards
-    )
-    if on_cpu and (len(shards) == 1 or runs_split):
-        in_order = sorted(shards, key=lambda shard: shard.index[0].start or 0)
-        return [np.from_dlpack(shard.data) for shard in in_order]
+    devices), without a copy. `np.asarray` of an array spread over devices assembles a whole host
+    copy and keeps it with the array. A replicated array (one process's, or the carry every
+    process of a distributed run holds) is written from one of its copies; one split over the
+    runs' axis from one shard per slice, in run order."""
+    shards = x.addressable_shards
+    if x.is_fully_replicated:
+        shards = shards[:1]
+    elif x.is_fully_addressable and batch_axes > 0:
+        shards = [shard for shard in shards if shard.replica_id == 0]
+        if any(index != slice(None) for shard in shards for index in shard.index[1:]):
+            return [np.asarray(x)]
+        shards = sorted(shards, key=lambda shard: shard.index[0].start or 0)
+    else:
+        return [np.asarray(x)]
+    if all(shard.device.platform == "cpu" for shard in shards):
+        return [np.from_dlpack(shard.data) for shard in shards]
     return [np.asarray(x)]
 
 

@@ -147,6 +147,51 @@ def test_two_processes_of_two_devices_train_as_one_process_of_four(
         np.testing.assert_array_equal(params(two), params(one))
     else:
         np.testing.assert_allclose(params(two), params(one), rtol=1e-5, atol=1e-6)
+    if agent == "erl":  # each process writes the replay items it holds: the whole buffer
+        one_items, two_items = latest_replay_items(one), latest_replay_items(two)
+        assert one_items and [f.name for f in two_items] == [f.name for f in one_items]
+        assert [f.stat().st_size for f in two_items] == [f.stat().st_size for f in one_items]
+
+
+# A process of a distributed run reads the replay items it writes from the carry's replicated
+# arrays (`Checkpointer`): the whole array, also where the process holds no replica 0.
+HOST_PARTS_OF_A_REPLICATED_ARRAY = """
+import sys
+import jax
+jax.distributed.initialize(sys.argv[1], num_processes=2, process_id=int(sys.argv[2]))
+import jax.numpy as jnp
+import numpy as np
+from jaxrl import parallel
+from jaxrl.checkpoint import _host_parts
+x = jax.jit(lambda: jnp.arange(24.0).reshape(4, 6), out_shardings=parallel.replicated())()
+print(np.concatenate(_host_parts(x, 1)).sum())
+jax.distributed.shutdown()
+"""
+
+
+def test_every_process_writes_the_whole_replicated_replay_items() -> None:
+    """Both processes get the whole 4 x 6 array, 0 + 1 + ... + 23 = 276."""
+    address = f"127.0.0.1:{free_port()}"
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-c", HOST_PARTS_OF_A_REPLICATED_ARRAY, address, str(i)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=environment(2),
+        )
+        for i in range(2)
+    ]
+    results = [finish(p) for p in processes]
+    for result in results:
+        assert result.returncode == 0, result.stderr[-3000:]
+    assert [result.stdout.split() for result in results] == [["276.0"], ["276.0"]]
+
+
+def latest_replay_items(run_dir: Path) -> list[Path]:
+    """The replay item files of the run's latest checkpoint."""
+    steps = [p for p in (run_dir / "checkpoints").iterdir() if p.name.isdigit()]
+    return sorted((max(steps, key=lambda p: int(p.name)) / "replay").iterdir())
 
 
 def child_of(proc: subprocess.Popen) -> int:
