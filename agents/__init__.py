@@ -2,7 +2,8 @@
 metrics shown live); `jaxrl.loop` and `jaxrl.run` are the only places that look agents up.
 
 Entries name their module instead of importing it: an agent module pulls in JAX and its own
-machinery, so listing or validating names imports nothing, and a run imports only its agent.
+machinery, so listing names imports nothing, checking settings imports only `agents/configs.py`
+(no JAX), and a run imports only its agent.
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from typing import Any
 
 @dataclass(frozen=True)
 class AgentEntry:
-    module: str  # imported on the first use of `config` or `make`
-    config_name: str
+    module: str  # imported on the first use of `make`
+    config_name: str  # in `agents/configs.py`
     make_name: str
     progress_metrics: tuple[str, ...]  # shown in the live display beside env steps and eval return
     # make(cfg, env, total_env_steps=budget) when True: agents that anneal over the run's budget.
@@ -24,8 +25,8 @@ class AgentEntry:
 
     @property
     def config(self) -> type:
-        """The agent's config dataclass (imports its module)."""
-        return getattr(importlib.import_module(self.module), self.config_name)
+        """The agent's config dataclass (from `agents.configs`, which imports no JAX)."""
+        return getattr(importlib.import_module("agents.configs"), self.config_name)
 
     @property
     def make(self) -> Callable[..., Any]:

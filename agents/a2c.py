@@ -5,37 +5,16 @@ and returns are `jaxrl.onpolicy`'s, truncation bootstrapping from V(final_obs) i
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import ClassVar
-
-from jaxrl.config import require
+from agents.configs import A2CConfig
 from jaxrl.datatypes import Agent, Array
 from jaxrl.distributions import Distribution
 from jaxrl.env import Env
 from jaxrl.onpolicy import (
     Algorithm,
-    OnPolicyConfig,
     Sample,
     make_on_policy,
     policy_gradient_loss,
 )
-
-
-@dataclass(frozen=True)
-class A2CConfig(OnPolicyConfig):
-    NUM_ENVS: ClassVar[int] = 8
-    HYPERPARAMETERS: ClassVar[tuple[str, ...]] = (*OnPolicyConfig.HYPERPARAMETERS, "gae_lambda")
-    name: str = "a2c"
-    learning_rate: float = 1e-3
-    num_steps: int = 16  # rollout length per env: the n of the n-step returns
-    gae_lambda: float = 1.0  # 1.0: n-step returns; below: GAE(λ)
-    ent_coef: float = 0.01
-    normalize_advantages: bool = False
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        require(self.num_steps >= 1, f"agent.num_steps={self.num_steps} must be >= 1")
-        require(0 <= self.gae_lambda <= 1, f"agent.gae_lambda={self.gae_lambda} must be in [0, 1]")
 
 
 def a2c_loss(

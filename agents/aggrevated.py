@@ -33,21 +33,19 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from dataclasses import dataclass
-from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 
+from agents.configs import AggreVaTeDConfig
 from jaxrl import replay
-from jaxrl.config import ConfigError, require
+from jaxrl.config import ConfigError
 from jaxrl.datatypes import Agent, Array, Key, Metrics, PyTree
 from jaxrl.env import Env
 from jaxrl.imitation import (
     ImitationState,
     Method,
-    MixtureConfig,
     Rollin,
     Setup,
     expert_share,
@@ -58,70 +56,8 @@ from jaxrl.imitation import (
     mixture_acts,
 )
 
-NORMALIZATIONS = ("baseline", "minmax")
-ESTIMATORS = ("likelihood_ratio", "reparameterized")
 CG_ITERATIONS = 10  # conjugate-gradient iterations of the natural-gradient step (as TRPO's)
 CG_DAMPING = 0.1  # added to the Fisher-vector products: the Fisher of a small batch is singular
-
-
-@dataclass(frozen=True)
-class AggreVaTeDConfig(MixtureConfig):
-    """AggreVaTeD's keys on top of `MixtureConfig` (α = `mixture`); defaults follow the
-    original experiment's suggested settings (`../shared/reference/original-experiments.md`)."""
-
-    HYPERPARAMETERS: ClassVar[tuple[str, ...]] = (
-        "learning_rate",
-        "max_grad_norm",
-        "mixture",
-        "mixture_decay",
-        "entropy_coef",
-        "kl_step",
-    )
-
-    name: str = "aggrevated"
-    mixture_decay: float = 0.9
-    learner_samples: bool = True  # a policy gradient rolls the learner's own π in
-    log_std_max: float = 1.0
-    learning_rate: float = 3e-4
-    rollin_steps: int = 50  # many small iterations: each keeps only its own states
-    gradient_steps: int = 50
-    action_samples: int = 8  # Box actions scored per state by a Q* expert
-    normalization: str = "baseline"
-    estimator: str = "reparameterized"  # Box actions with a Q* expert, or "likelihood_ratio"
-    entropy_coef: float = 0.0
-    natural_gradient: bool = False
-    kl_step: float = 0.01  # the natural-gradient step's KL size
-    # Keep every iteration's states (AggreVaTe's follow-the-leader) instead of the paper's
-    # online step on the iteration's own; null: wherever the expert scores actions by Q*.
-    aggregate: bool | None = None
-    dataset_size: int = 100_000  # states kept when aggregating (per seed)
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        require(
-            self.normalization in NORMALIZATIONS,
-            f"agent.normalization={self.normalization!r} is not one of {', '.join(NORMALIZATIONS)}",
-        )
-        require(
-            self.estimator in ESTIMATORS,
-            f"agent.estimator={self.estimator!r} is not one of {', '.join(ESTIMATORS)}",
-        )
-        require(
-            self.action_samples >= 2 or self.normalization != "baseline",
-            f"agent.action_samples={self.action_samples}: the baseline is the mean over a "
-            f"state's sampled actions, so it needs >= 2 (or normalization=minmax)",
-        )
-        require(
-            self.action_samples >= 1, f"agent.action_samples={self.action_samples} must be >= 1"
-        )
-        require(self.entropy_coef >= 0, f"agent.entropy_coef={self.entropy_coef} must be >= 0")
-        require(
-            not (self.aggregate and self.natural_gradient),
-            "agent.aggregate=true fits every kept state with Adam; "
-            "agent.natural_gradient=true takes one step on the iteration's own states: pick one",
-        )
-        require(self.dataset_size >= 1, f"agent.dataset_size={self.dataset_size} must be >= 1")
-        require(self.kl_step > 0, f"agent.kl_step={self.kl_step} must be > 0")
 
 
 def normalized(cfg: AggreVaTeDConfig, score: Array, axis: int | None) -> Array:

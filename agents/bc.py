@@ -10,16 +10,13 @@ after that the learner acts and nothing more is stored. Every iteration fits the
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
-from typing import ClassVar
 
 import jax.numpy as jnp
 
-from jaxrl.config import require
+from agents.configs import BCConfig
 from jaxrl.datatypes import Agent, Array, Key, Metrics
 from jaxrl.env import Env
 from jaxrl.imitation import (
-    ImitationConfig,
     ImitationState,
     Method,
     Rollin,
@@ -30,23 +27,6 @@ from jaxrl.imitation import (
     load_expert,
     make_imitation,
 )
-
-
-@dataclass(frozen=True)
-class BCConfig(ImitationConfig):
-    """BC's keys on top of `ImitationConfig`."""
-
-    HYPERPARAMETERS: ClassVar[tuple[str, ...]] = ("learning_rate", "max_grad_norm")
-
-    name: str = "bc"
-    expert_episodes: int = 10  # the dataset: this many whole expert episodes
-    loss: str = "nll"  # nll: −log π(a*|s) (cross-entropy for Discrete); mse: Box only
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        require(
-            self.expert_episodes >= 1, f"agent.expert_episodes={self.expert_episodes} must be >= 1"
-        )
 
 
 def expert_acts(cfg: BCConfig, setup: Setup, state: ImitationState, key: Key) -> Array:

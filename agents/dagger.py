@@ -13,18 +13,15 @@ no-regret argument holds for either; this is the usual practice). The driver and
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
-from typing import ClassVar
 
 import jax.numpy as jnp
 
-from jaxrl.config import require
+from agents.configs import DAggerConfig
 from jaxrl.datatypes import Agent, Key, Metrics
 from jaxrl.env import Env
 from jaxrl.imitation import (
     ImitationState,
     Method,
-    MixtureConfig,
     Rollin,
     Setup,
     aggregate_and_fit,
@@ -35,26 +32,6 @@ from jaxrl.imitation import (
     make_imitation,
     mixture_acts,
 )
-
-
-@dataclass(frozen=True)
-class DAggerConfig(MixtureConfig):
-    """DAgger's keys on top of `MixtureConfig` (β = `mixture`)."""
-
-    HYPERPARAMETERS: ClassVar[tuple[str, ...]] = (
-        "learning_rate",
-        "max_grad_norm",
-        "mixture",
-        "mixture_decay",
-    )
-
-    name: str = "dagger"
-    dataset_size: int = 100_000  # labelled states kept (per seed)
-    loss: str = "nll"  # nll: −log π(a*|s) (cross-entropy for Discrete); mse: Box only
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        require(self.dataset_size >= 1, f"agent.dataset_size={self.dataset_size} must be >= 1")
 
 
 def update(

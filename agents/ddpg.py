@@ -9,23 +9,11 @@ layer norm ERL's code uses in actor and critic.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from agents.configs import DDPGConfig
 from jaxrl.datatypes import Agent
-from jaxrl.deterministic import DeterministicConfig, make_deterministic_learner
+from jaxrl.deterministic import make_deterministic_learner
 from jaxrl.env import Env
 from jaxrl.offpolicy import make_off_policy
-
-
-@dataclass(frozen=True)
-class DDPGConfig(DeterministicConfig):
-    """The deterministic learner's keys with TD3's changes off (`DDPG_KEYS`); setting them back
-    turns it into TD3."""
-
-    name: str = "ddpg"
-    twin_critics: bool = False
-    policy_delay: int = 1
-    target_noise: float = 0.0
 
 
 def make_ddpg(cfg: DDPGConfig, env: Env) -> Agent:

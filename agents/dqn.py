@@ -49,15 +49,15 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import ClassVar, NamedTuple
+from typing import NamedTuple
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import optax
 
-from jaxrl import optimizers, prioritized
+from agents.configs import DQNConfig
+from jaxrl import optimizers
 from jaxrl.config import require
 from jaxrl.datatypes import Agent, Array, EnvSpec, Key, Metrics, PyTree, Transition
 from jaxrl.env import Env, discrete_actions
@@ -66,7 +66,6 @@ from jaxrl.offpolicy import (
     FRAMES_ONCE_LAYOUT,
     FULL_LAYOUT,
     NEWEST_FRAME_LAYOUT,
-    EpsilonGreedyConfig,
     Learner,
     epsilon,
     epsilon_greedy,
@@ -76,86 +75,11 @@ from jaxrl.offpolicy import (
 )
 from jaxrl.prioritized import Prioritization
 
-LOSSES = ("huber", "mse")
 FRAME_STORAGE = {
     "full": FULL_LAYOUT,  # obs and next_obs whole
     "compact": NEWEST_FRAME_LAYOUT,  # next_obs as its newest frame: k + 1 frames a transition
     "once": FRAMES_ONCE_LAYOUT,  # each frame once: about one frame a transition
 }
-
-
-@dataclass(frozen=True)
-class DQNConfig(EpsilonGreedyConfig):
-    # 4 envs × train_freq 64: the 256 env steps per round of the Zoo's CartPole setting.
-    NUM_ENVS: ClassVar[int] = 4
-    # Values a grid may vary in one program (jaxrl/hyper.py): they change no array shape.
-    HYPERPARAMETERS: ClassVar[tuple[str, ...]] = (
-        "learning_rate",
-        "adam_eps",
-        "eps_start",
-        "eps_end",
-        "tau",
-        "max_grad_norm",
-        "gamma",
-        "priority_exponent",
-        "importance_exponent",
-        "priority_epsilon",
-    )
-    name: str = "dqn"
-    learning_rate: float = 2e-3
-    anneal_lr: bool = True  # linearly to 0 over the updates the run's env-step budget allows
-    adam_eps: float = 1e-8
-    buffer_size: int = 100_000
-    batch_size: int = 64
-    learning_starts: int = 1_000
-    train_freq: int = 64  # × 4 envs: 256 env steps per round of updates
-    gradient_steps: int = 128
-    iteration_steps: int = 1_024
-    eps_start: float = 1.0
-    eps_end: float = 0.04
-    exploration_steps: int = 8_000  # env steps (all envs) over which ε falls linearly
-    target_update_period: int = 128  # gradient updates between target refreshes
-    tau: float = 1.0  # 1: hard copy; < 1: Polyak averaging at each refresh
-    double_q: bool = True  # the online net picks the next action, the target net values it
-    loss: str = "mse"  # huber (δ = 1) or mse (½ squared error)
-    max_grad_norm: float = 10.0  # global-norm gradient clipping; 0 turns it off
-    torso: str = "auto"  # auto: Nature CNN for [H, W, C] observations, MLP otherwise
-    # How frame-stacked images are stored (FRAME_STORAGE; full also for any other observation)
-    frame_storage: str = "full"
-    n_step: int = 1  # rewards summed before the bootstrap (Rainbow's multi-step targets: 3)
-    dueling: bool = False  # Q = V + A − mean A, two linear heads on the torso (Wang et al. 2016)
-    # Prioritised replay (jaxrl/prioritized.py; Schaul et al. 2016's proportional variant): α,
-    # β at the start (annealed to 1 over the budget) and ε, the paper's Atari values.
-    prioritized: bool = False
-    priority_exponent: float = 0.6
-    importance_exponent: float = 0.4
-    priority_epsilon: float = 1e-6
-    hidden_sizes: tuple[int, ...] = (128, 128)
-    # The MLP layers' and the heads' weights (jaxrl.networks.KERNEL_INITS); the Nature CNN keeps
-    # its own. lecun_normal is what PureJaxRL's and CleanRL's DQN networks use.
-    kernel_init: str = "orthogonal"
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        require(self.learning_rate > 0, f"agent.learning_rate={self.learning_rate} must be > 0")
-        require(self.adam_eps > 0, f"agent.adam_eps={self.adam_eps} must be > 0")
-        require(
-            self.target_update_period >= 1,
-            f"agent.target_update_period={self.target_update_period} must be >= 1",
-        )
-        require(0 < self.tau <= 1, f"agent.tau={self.tau} must be in (0, 1]")
-        require(self.loss in LOSSES, f"agent.loss='{self.loss}' is not one of: {', '.join(LOSSES)}")
-        require(self.max_grad_norm >= 0, f"agent.max_grad_norm={self.max_grad_norm} must be >= 0")
-        require(self.n_step >= 1, f"agent.n_step={self.n_step} must be >= 1")
-        prioritized.check(self.priority_exponent, self.importance_exponent, self.priority_epsilon)
-        require(
-            self.kernel_init in KERNEL_INITS,
-            f"agent.kernel_init='{self.kernel_init}' is not one of: {', '.join(KERNEL_INITS)}",
-        )
-        require(
-            self.frame_storage in FRAME_STORAGE,
-            f"agent.frame_storage='{self.frame_storage}' is not one of: {', '.join(FRAME_STORAGE)}",
-        )
 
 
 class QNetwork(nn.Module):

@@ -64,134 +64,36 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import partial
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.sharding import PartitionSpec as P
 
-from jaxrl import ga, hyper, parallel, replay
+from agents.configs import ERLConfig
+from jaxrl import ga, parallel, replay
 from jaxrl.config import require
 from jaxrl.datatypes import Agent, Array, Box, Discrete, Key, Metrics, PyTree, TimeStep, Transition
-from jaxrl.deterministic import DDPG_KEYS, DeterministicConfig, make_deterministic_learner
+from jaxrl.deterministic import make_deterministic_learner
 from jaxrl.env import Env
 from jaxrl.offpolicy import Learner, example_transition
 from jaxrl.replay import ReplayState
 from jaxrl.rollout import while_each
 
-LEARNERS = ("ddpg", "td3")
 MEMBERS_AXIS = "members"
 
 
-@dataclass(frozen=True)
-class ERLConfig:
-    # ERL sizes its own env batch from its population (members x episodes + the learner's).
-    NUM_ENVS: ClassVar[int] = 1
-    # Values a grid may vary in one program (jaxrl/hyper.py): they change no array shape.
-    HYPERPARAMETERS: ClassVar[tuple[str, ...]] = (
-        "mutation_prob",
-        "mutation_frac",
-        "mutation_strength",
-        "super_mutation_prob",
-        "super_mutation_strength",
-        "reset_prob",
-        "gamma",
-        "actor_lr",
-        "critic_lr",
-        "tau",
-        "exploration_noise",
+def mutation_rates(cfg: ERLConfig) -> ga.MutationRates:
+    """The GA's mutation settings of an ERL config."""
+    return ga.MutationRates(
+        cfg.mutation_frac,
+        cfg.mutation_strength,
+        cfg.super_mutation_prob,
+        cfg.super_mutation_strength,
+        cfg.reset_prob,
     )
-    name: str = "erl"
-    # GA (jaxrl/ga.py)
-    population_size: int = 10
-    # elites = int(elite_fraction × population_size), at least 1 (and, as the fraction is < 1,
-    # at most population_size - 1: one slot at least is an offspring)
-    elite_fraction: float = 0.1
-    tournament_size: int = 3
-    mutation_prob: float = 0.9  # chance each non-elite is mutated
-    mutation_frac: float = 0.1  # chance each weight-matrix entry of a mutated member changes
-    mutation_strength: float = 0.1  # std of a normal mutation, relative to |w|
-    super_mutation_prob: float = 0.05
-    super_mutation_strength: float = 10.0  # relative to |w|: 100 × mutation_strength
-    reset_prob: float = 0.05  # entry redrawn from N(0, 1)
-    episodes_per_member: int = 1  # fitness = mean return over these episodes
-    # Learner and its coupling to the population
-    learner: str = "ddpg"  # ddpg | td3 (TD3's smoothing, delay and twin critics at TD3's defaults)
-    rl_episodes: int = 1  # exploring episodes of the learner's actor per generation
-    sync_period: int = 10  # generations between copies of the learner's actor into the population
-    updates_per_step: float = 1.0  # learner updates per env step collected (all rollouts)
-    buffer_size: int = 1_000_000
-    batch_size: int = 128
-    learning_starts: int = 640  # transitions in the buffer before updates begin (5 batches)
-    gamma: float = 0.99
-    hidden_sizes: tuple[int, ...] = (128, 128)
-    activation: str = "tanh"
-    layer_norm: bool = True
-    actor_lr: float = 5e-5
-    critic_lr: float = 5e-4
-    tau: float = 0.001
-    exploration_noise: float = 0.1  # Gaussian σ on the learner's actor, in half-ranges
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "hidden_sizes", tuple(self.hidden_sizes))
-        k = self.population_size
-        require(k >= 2, f"agent.population_size={k} must be >= 2")
-        require(
-            0 < self.elite_fraction < 1,
-            f"agent.elite_fraction={self.elite_fraction} must be in (0, 1)",
-        )
-        require(self.tournament_size >= 1, "agent.tournament_size must be >= 1")
-        for key in ("mutation_prob", "mutation_frac", "super_mutation_prob", "reset_prob"):
-            value = getattr(self, key)
-            require(0 <= value <= 1, f"agent.{key}={value} must be in [0, 1]")
-        require(
-            self.super_mutation_prob + self.reset_prob <= 1,
-            "agent.super_mutation_prob + agent.reset_prob must be <= 1",
-        )
-        require(self.mutation_strength >= 0, "agent.mutation_strength must be >= 0")
-        require(self.super_mutation_strength >= 0, "agent.super_mutation_strength must be >= 0")
-        require(self.episodes_per_member >= 1, "agent.episodes_per_member must be >= 1")
-        require(
-            self.learner in LEARNERS,
-            f"agent.learner='{self.learner}' is not one of: {', '.join(LEARNERS)}",
-        )
-        require(self.rl_episodes >= 1, "agent.rl_episodes must be >= 1")
-        require(self.sync_period >= 1, f"agent.sync_period={self.sync_period} must be >= 1")
-        require(
-            self.updates_per_step >= 0,
-            f"agent.updates_per_step={self.updates_per_step} must be >= 0",
-        )
-        self.learner_config()  # the learner's own checks (sizes, activation, rates, τ ...)
-
-    @property
-    def num_elites(self) -> int:
-        return max(1, int(self.elite_fraction * self.population_size))
-
-    @property
-    def mutation_rates(self) -> ga.MutationRates:
-        return ga.MutationRates(
-            self.mutation_frac,
-            self.mutation_strength,
-            self.super_mutation_prob,
-            self.super_mutation_strength,
-            self.reset_prob,
-        )
-
-    def learner_config(self) -> DeterministicConfig:
-        """The learner's config: DDPG's or TD3's defaults, with the keys ERL shares set."""
-        base = DeterministicConfig(**(DDPG_KEYS if self.learner == "ddpg" else {}))
-        shared = {f.name for f in dataclasses.fields(base)} & {
-            f.name for f in dataclasses.fields(self)
-        }
-        values = {name: getattr(self, name) for name in shared - {"name"}}
-        # Grid values are traced scalars, checked already: set without the range checks.
-        traced = {name: v for name, v in values.items() if isinstance(v, jax.Array)}
-        constants = {name: v for name, v in values.items() if name not in traced}
-        learner = dataclasses.replace(base, name=f"erl ({self.learner})", **constants)
-        return hyper.traced_config(learner, traced)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -526,7 +428,7 @@ def train_step(
         cfg.num_elites,
         cfg.tournament_size,
         cfg.mutation_prob,
-        cfg.mutation_rates,
+        mutation_rates(cfg),
     )
     judged = state.synced_slot >= 0
     rl_elite = judged & jnp.any(gen.order[: cfg.num_elites] == state.synced_slot)

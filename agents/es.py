@@ -19,9 +19,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import partial
-from typing import ClassVar, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -29,94 +28,15 @@ import optax
 from jax.flatten_util import ravel_pytree
 from jax.sharding import PartitionSpec as P
 
+from agents.configs import ESConfig
 from jaxrl import normalize, optimizers, parallel
-from jaxrl.config import require
 from jaxrl.datatypes import Agent, Array, Key, Metrics, PyTree
 from jaxrl.env import Env, random_actions
 from jaxrl.networks import MLP, deterministic_action, policy_output_size
 from jaxrl.normalize import RunningStats
 from jaxrl.rollout import run_episodes
 
-FITNESS_SHAPINGS = ("centered_ranks", "zscore")
 POPULATION_AXIS = "pop"
-
-
-@dataclass(frozen=True)
-class ESConfig:
-    # The env batch per seed when `env.num_envs` is not given (episodes_per_member sets a member's).
-    NUM_ENVS: ClassVar[int] = 1
-    # Values a grid may vary in one program (jaxrl/hyper.py): they change no array shape.
-    HYPERPARAMETERS: ClassVar[tuple[str, ...]] = (
-        "sigma",
-        "sigma_decay",
-        "sigma_min",
-        "learning_rate",
-        "lr_decay",
-        "lr_min",
-        "adam_eps",
-        "weight_decay",
-        "obs_clip",
-    )
-    name: str = "es"
-    population_size: int = 64  # members; antithetic pairs, so it must be even
-    sigma: float = 0.02  # perturbation std
-    sigma_decay: float = 1.0  # sigma multiplied by this every generation...
-    sigma_min: float = 0.0  # ...down to this
-    learning_rate: float = 0.02
-    lr_decay: float = 1.0  # learning rate multiplied by this every generation...
-    lr_min: float = 0.0  # ...down to this
-    adam_b1: float = 0.9
-    adam_b2: float = 0.999
-    adam_eps: float = 1e-8
-    weight_decay: float = 0.0  # L2 coefficient added to the (negated) gradient, as OpenAI ES did
-    fitness_shaping: str = "centered_ranks"
-    episodes_per_member: int = 5
-    hidden_sizes: tuple[int, ...] = (64, 64)
-    activation: str = "tanh"
-    obs_normalization: bool = True
-    obs_clip: float = 5.0
-    virtual_batch_norm: bool = False
-    vbn_reference_size: int = 128  # observations in the VBN reference batch
-    # Noise regenerated at once for the gradient estimate.
-    chunk_megabytes: float = 256.0
-    # Perturbed parameters of the members evaluated together. Members of a chunk step in lockstep
-    # until the slowest episode ends: small nets want the whole population at once, large nets
-    # small chunks (benchmarks/results/es_memory.md).
-    eval_chunk_megabytes: float = 16.0
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "hidden_sizes", tuple(self.hidden_sizes))
-        pop = self.population_size
-        require(pop >= 2, f"agent.population_size={pop} must be >= 2")
-        require(
-            pop % 2 == 0,
-            f"agent.population_size={pop} must be even: members come in antithetic pairs "
-            f"(try {pop + 1})",
-        )
-        require(self.sigma > 0, f"agent.sigma={self.sigma} must be > 0")
-        require(self.learning_rate > 0, f"agent.learning_rate={self.learning_rate} must be > 0")
-        require(
-            0 < self.sigma_decay <= 1, f"agent.sigma_decay={self.sigma_decay} must be in (0, 1]"
-        )
-        require(0 < self.lr_decay <= 1, f"agent.lr_decay={self.lr_decay} must be in (0, 1]")
-        require(self.weight_decay >= 0, f"agent.weight_decay={self.weight_decay} must be >= 0")
-        require(
-            self.fitness_shaping in FITNESS_SHAPINGS,
-            f"agent.fitness_shaping='{self.fitness_shaping}' is not one of: "
-            f"{', '.join(FITNESS_SHAPINGS)}",
-        )
-        require(
-            self.episodes_per_member >= 1,
-            f"agent.episodes_per_member={self.episodes_per_member} must be >= 1",
-        )
-        require(
-            all(h >= 1 for h in self.hidden_sizes),
-            f"agent.hidden_sizes={list(self.hidden_sizes)} must be positive",
-        )
-        require(self.obs_clip > 0, f"agent.obs_clip={self.obs_clip} must be > 0")
-        require(self.vbn_reference_size >= 2, "agent.vbn_reference_size must be >= 2")
-        require(self.chunk_megabytes > 0, "agent.chunk_megabytes must be > 0")
-        require(self.eval_chunk_megabytes > 0, "agent.eval_chunk_megabytes must be > 0")
 
 
 class ESState(NamedTuple):

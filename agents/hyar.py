@@ -71,8 +71,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import ClassVar, NamedTuple
+from typing import NamedTuple
 
 import flax.linen as nn
 import jax
@@ -80,13 +79,13 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from agents.configs import HyARConfig
 from jaxrl import deterministic, offpolicy, optimizers, replay
 from jaxrl.config import require
 from jaxrl.continuous import ActionScale, Critics, StateActionCritic, inverted_gradients
 from jaxrl.datatypes import Agent, Array, EnvSpec, Hybrid, Key, Metrics, PyTree, Transition
 from jaxrl.deterministic import (
     DeterministicActor,
-    DeterministicConfig,
     DeterministicNetworks,
     DeterministicState,
 )
@@ -98,105 +97,6 @@ from jaxrl.parallel import every_run
 from jaxrl.replay import ReplayState
 
 MIN_RANGE_HALF_WIDTH = 1e-6  # a collapsed latent dimension still maps back into [−1, 1]
-
-
-@dataclass(frozen=True)
-class HyARConfig(DeterministicConfig):
-    """TD3's keys on latents plus the representation's; defaults are the HyAR reference's
-    Platform settings (module docstring), its episode counts turned into env steps."""
-
-    NUM_ENVS: ClassVar[int] = 1  # one env and one update per env step, as the reference
-    # Values a grid may vary in one program (jaxrl/hyper.py): they change no array shape.
-    HYPERPARAMETERS: ClassVar[tuple[str, ...]] = (
-        *DeterministicConfig.HYPERPARAMETERS,
-        "exploration_noise_start",
-        "vae_lr",
-        "dynamics_weight",
-        "reconstruction_weight",
-        "kl_weight",
-        "range_percent",
-        "relabel_threshold",
-        "relabel_noise",
-    )
-
-    name: str = "hyar"
-    buffer_size: int = 200_000
-    # 0: TD3 draws from the whole buffer, warm-up included. N: TD3 keeps its own buffer as the
-    # reference does, drawing only from the newest N of its own transitions; the VAE still
-    # draws from the whole buffer.
-    td3_buffer_size: int = 0
-    # True: one more TD3 update as each episode starts, besides one per env step, as the
-    # reference's loop does (many more updates per env step where episodes are short: Goal).
-    update_at_episode_start: bool = False
-    batch_size: int = 128
-    learning_starts: int = 11_000  # env steps of random actions: ~5,000 Platform episodes
-    target_noise: float = 0.1
-    inverting_gradients: bool = True  # on the actor's tanh outputs (the reference's)
-    max_grad_norm: float = 10.0  # the actor's gradient only, as the reference; 0: off
-    exploration_noise_start: float = 1.0  # σ on the latent when TD3 starts
-    exploration_noise: float = 0.1  # σ after `exploration_steps`
-    # env steps after the warm-up over which σ falls linearly: ~1,000 early Platform episodes
-    exploration_steps: int = 3_000
-    discrete_latent_size: int = 6  # z_k, the size of a choice embedding
-    parameter_latent_size: int = 6  # z_x
-    vae_hidden_size: int = 256
-    vae_lr: float = 1e-4
-    vae_batch_size: int = 64
-    vae_pretrain_steps: int = 5_000  # VAE steps on the warm-up's transitions before TD3
-    vae_train_after: int = 3_000  # env steps after the warm-up before the periodic VAE steps
-    vae_every: int = 25  # env steps per periodic VAE step (~10 episodes); divides iteration_steps
-    # False: every VAE step is Adam's first, about vae_lr·sign(gradient) (the reference's)
-    vae_adam_moments: bool = True
-    dynamics_weight: float = 1.0
-    reconstruction_weight: float = 2.0
-    kl_weight: float = 0.5
-    range_samples: int = 5_000  # stored transitions the latent range is measured on
-    range_percent: float = 2.0  # the range: this percentile and 100 minus it, per dimension
-    relabel_threshold: float = 5.0  # z_x is kept while its dynamics error < this × the VAE's
-    relabel_noise: float = 0.1  # σ of the noise on a relabelled z_k's embedding
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        for key in ("discrete_latent_size", "parameter_latent_size", "vae_hidden_size"):
-            value = getattr(self, key)
-            require(value >= 1, f"agent.{key}={value} must be >= 1")
-        for key in ("vae_batch_size", "vae_every"):
-            value = getattr(self, key)
-            require(value >= 1, f"agent.{key}={value} must be >= 1")
-        require(
-            self.learning_starts >= 1,
-            f"agent.learning_starts={self.learning_starts} must be >= 1: the VAE pre-trains on "
-            "the warm-up's transitions",
-        )
-        require(
-            0 <= self.td3_buffer_size <= self.buffer_size,
-            f"agent.td3_buffer_size={self.td3_buffer_size} must be in [0, agent.buffer_size="
-            f"{self.buffer_size}] (0: TD3 draws from the whole buffer)",
-        )
-        require(self.range_samples >= 2, f"agent.range_samples={self.range_samples} must be >= 2")
-        for key in ("vae_pretrain_steps", "vae_train_after", "exploration_steps"):
-            value = getattr(self, key)
-            require(value >= 0, f"agent.{key}={value} must be >= 0")
-        require(
-            self.iteration_steps % self.vae_every == 0,
-            f"agent.vae_every={self.vae_every} must divide agent.iteration_steps="
-            f"{self.iteration_steps}: each iteration ends with its periodic VAE steps",
-        )
-        require(self.vae_lr > 0, f"agent.vae_lr={self.vae_lr} must be > 0")
-        require(
-            0 <= self.range_percent < 50,
-            f"agent.range_percent={self.range_percent} must be in [0, 50)",
-        )
-        for key in (
-            "exploration_noise_start",
-            "dynamics_weight",
-            "reconstruction_weight",
-            "kl_weight",
-            "relabel_threshold",
-            "relabel_noise",
-        ):
-            value = getattr(self, key)
-            require(value >= 0, f"agent.{key}={value} must be >= 0")
 
 
 class HyARAction(NamedTuple):

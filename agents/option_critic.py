@@ -69,9 +69,8 @@ whose policy has become one primitive action, takes over wherever its value is h
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from functools import partial
-from typing import ClassVar, NamedTuple
+from typing import NamedTuple
 
 import chex
 import flax.linen as nn
@@ -79,139 +78,13 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from agents.configs import OptionCriticConfig
 from jaxrl import optimizers
-from jaxrl.config import ConfigError, require
+from jaxrl.config import ConfigError
 from jaxrl.datatypes import Agent, Array, EnvSpec, Key, Metrics, PyTree
 from jaxrl.env import Env, discrete_actions
-from jaxrl.networks import Dense, MLPTorso, NatureCNN, check_mlp, resolve_torso
+from jaxrl.networks import Dense, MLPTorso, NatureCNN, resolve_torso
 from jaxrl.options import NO_OPTION, option_ends, selected
-
-NETWORKS = ("linear", "deep")
-OPTION_POLICIES = ("egreedy", "softmax")
-# The keys left null take their network's default: the linear agent's are the paper's, the deep
-# one's those of the CartPole-v1 runs of tests/agents/test_option_critic.py.
-NETWORK_DEFAULTS: dict[str, dict[str, float | str]] = {
-    "linear": {
-        "critic_lr": 0.5,
-        "intra_lr": 0.25,
-        "termination_lr": 0.25,
-        "option_policy": "softmax",
-        "epsilon": 0.01,
-        "temperature": 0.01,
-        "deliberation_cost": 0.0,
-    },
-    "deep": {
-        "critic_lr": 3e-3,
-        "intra_lr": 5e-4,
-        "termination_lr": 1e-3,
-        "option_policy": "egreedy",
-        "epsilon": 0.1,
-        "temperature": 1.0,
-        "deliberation_cost": 1.0,
-    },
-}
-DEEP_NUM_ENVS = 16
-
-
-@dataclass(frozen=True)
-class OptionCriticConfig:
-    """The linear network's defaults are those of the run behind the paper's four-rooms figure,
-    the command in the authors' fourrooms/README.md: 4 options, critic lr 0.5, intra-option and
-    termination lr 0.25, with baseline, γ 0.99, and transfer.py's defaults for the rest: a
-    Boltzmann policy over options and temperature 0.01. The paper's text says ε-greedy (ε 0.01)
-    and temperature 0.001: `agent.option_policy=egreedy agent.temperature=0.001`, which learns
-    more slowly (benchmarks/results/option_critic_fourrooms.md).
-
-    `agent.network=deep` reads the keys below `iteration_steps` instead of it, and takes other
-    defaults for the keys that are null here (`NETWORK_DEFAULTS`): Adam learning rates, ε-greedy
-    options with ε 0.1 (A2OC's), temperature 1, deliberation cost 1, and an env batch of
-    `DEEP_NUM_ENVS`. Its defaults solve CartPole-v1 in 250k env steps with `lr_decay_steps` at
-    the budget (tests/agents/test_option_critic.py); with constant rates the greedy policy dips
-    now and then for an evaluation."""
-
-    HYPERPARAMETERS: ClassVar[tuple[str, ...]] = (
-        "gamma",
-        "critic_lr",
-        "intra_lr",
-        "termination_lr",
-        "epsilon",
-        "temperature",
-        "deliberation_cost",
-    )
-    name: str = "option_critic"
-    network: str = "linear"  # linear (tabular on one-hot observations) or deep
-    num_options: int = 4
-    gamma: float = 0.99
-    # Step sizes: SGD's on the linear weights, Adam's for the deep groups. Null: the network's.
-    critic_lr: float | None = None
-    intra_lr: float | None = None
-    termination_lr: float | None = None
-    # Over options: softmax (the authors' tabular code) or egreedy. Null: the network's.
-    option_policy: str | None = None
-    epsilon: float | None = None  # egreedy's exploration; null: the network's
-    # Of the Boltzmann intra-option policies and policy over options; null: the network's.
-    temperature: float | None = None
-    baseline: bool = True  # Q_U − Q_Ω (linear), G − Q_Ω (deep) in the intra-option gradient
-    # ξ, added to the termination advantage: longer options. Null: the network's.
-    deliberation_cost: float | None = None
-    iteration_steps: int = 1_000  # linear: env steps (all envs) per train_step
-    # Deep network only.
-    hidden_sizes: tuple[int, ...] = (64, 64)  # the MLP torso's
-    activation: str = "relu"
-    torso: str = "auto"  # auto: Nature CNN for [H, W, C] observations, MLP otherwise
-    shared_torso: bool = False  # one torso under all heads (A2OC's) instead of actor and critic
-    num_steps: int = 8  # rollout length per env and iteration: the n of the n-step returns
-    ent_coef: float = 0.01
-    max_grad_norm: float = 1.0  # per head group; 0 turns it off
-    target_update_period: int = 5  # updates between copies of the target network
-    # Env steps (all envs) over which the learning rates fall linearly to 0; 0: constant.
-    lr_decay_steps: int = 0
-
-    @property
-    def NUM_ENVS(self) -> int:
-        """One env per seed for the linear agent, as in the paper; a batch for the deep one."""
-        return 1 if self.network == "linear" else DEEP_NUM_ENVS
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "hidden_sizes", tuple(self.hidden_sizes))
-        require(
-            self.network in NETWORKS,
-            f"agent.network='{self.network}' is not one of: {', '.join(NETWORKS)}",
-        )
-        for key, value in NETWORK_DEFAULTS[self.network].items():
-            if getattr(self, key) is None:
-                object.__setattr__(self, key, value)
-        require(self.num_options >= 1, f"agent.num_options={self.num_options} must be >= 1")
-        require(0 <= self.gamma <= 1, f"agent.gamma={self.gamma} must be in [0, 1]")
-        for key in ("critic_lr", "intra_lr", "termination_lr"):
-            value = getattr(self, key)
-            require(value > 0, f"agent.{key}={value} must be > 0")
-        require(
-            self.option_policy in OPTION_POLICIES,
-            f"agent.option_policy='{self.option_policy}' is not one of: "
-            f"{', '.join(OPTION_POLICIES)}",
-        )
-        require(0 <= self.epsilon <= 1, f"agent.epsilon={self.epsilon} must be in [0, 1]")
-        require(self.temperature > 0, f"agent.temperature={self.temperature} must be > 0")
-        require(
-            self.deliberation_cost >= 0,
-            f"agent.deliberation_cost={self.deliberation_cost} must be >= 0",
-        )
-        require(
-            self.iteration_steps >= 1,
-            f"agent.iteration_steps={self.iteration_steps} must be >= 1",
-        )
-        check_mlp(self.hidden_sizes, self.activation)
-        require(self.num_steps >= 1, f"agent.num_steps={self.num_steps} must be >= 1")
-        require(self.ent_coef >= 0, f"agent.ent_coef={self.ent_coef} must be >= 0")
-        require(self.max_grad_norm >= 0, f"agent.max_grad_norm={self.max_grad_norm} must be >= 0")
-        require(
-            self.target_update_period >= 1,
-            f"agent.target_update_period={self.target_update_period} must be >= 1",
-        )
-        require(
-            self.lr_decay_steps >= 0, f"agent.lr_decay_steps={self.lr_decay_steps} must be >= 0"
-        )
 
 
 class OptionCriticState(NamedTuple):

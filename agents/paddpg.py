@@ -35,53 +35,20 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from dataclasses import dataclass
-from typing import ClassVar, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from agents.configs import PADDPGConfig
 from jaxrl import deterministic
 from jaxrl.continuous import ActionScale
 from jaxrl.datatypes import Agent, Array, Box, EnvSpec, Key
-from jaxrl.deterministic import DeterministicConfig, DeterministicNetworks, DeterministicState
+from jaxrl.deterministic import DeterministicNetworks, DeterministicState
 from jaxrl.env import Env
 from jaxrl.hybrid_actions import hybrid_actions, parameter_scale
-from jaxrl.offpolicy import EpsilonGreedyConfig, Learner, epsilon, make_off_policy
-
-
-@dataclass(frozen=True)
-class PADDPGConfig(DeterministicConfig, EpsilonGreedyConfig):
-    """The deterministic learner's keys and the ε schedule, at the PA-DDPG reference's Platform
-    settings (module docstring)."""
-
-    NUM_ENVS: ClassVar[int] = 1  # one env and one update per env step, as the reference
-    # Values a grid may vary in one program (jaxrl/hyper.py): they change no array shape.
-    HYPERPARAMETERS: ClassVar[tuple[str, ...]] = (
-        *DeterministicConfig.HYPERPARAMETERS,
-        "eps_start",
-        "eps_end",
-    )
-
-    name: str = "paddpg"
-    twin_critics: bool = False
-    policy_delay: int = 1
-    target_noise: float = 0.0
-    inverting_gradients: bool = True
-    max_grad_norm: float = 10.0
-    buffer_size: int = 10_000
-    batch_size: int = 32
-    learning_starts: int = 128
-    gamma: float = 0.9
-    hidden_sizes: tuple[int, ...] = (256, 128)
-    actor_lr: float = 1e-4
-    critic_lr: float = 1e-3
-    tau: float = 0.01
-    eps_start: float = 1.0
-    eps_end: float = 0.01
-    exploration_steps: int = 2_500
-    exploration_noise: float = 0.1
+from jaxrl.offpolicy import Learner, epsilon, make_off_policy
 
 
 class PADDPGSetup(NamedTuple):

@@ -59,8 +59,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import ClassVar, NamedTuple
+from typing import NamedTuple
 
 import flax.linen as nn
 import jax
@@ -68,6 +67,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from agents.configs import PDQNConfig
 from envs.hybrid import parameter_prior
 from jaxrl import optimizers
 from jaxrl.config import ConfigError, require
@@ -77,7 +77,6 @@ from jaxrl.env import Env
 from jaxrl.hybrid_actions import hybrid_actions, parameter_owners, parameter_scale
 from jaxrl.networks import Dense
 from jaxrl.offpolicy import (
-    EpsilonGreedyConfig,
     Learner,
     epsilon,
     epsilon_greedy,
@@ -85,67 +84,6 @@ from jaxrl.offpolicy import (
     num_updates,
     soft_update,
 )
-
-
-@dataclass(frozen=True)
-class PDQNConfig(EpsilonGreedyConfig):
-    """P-DQN's keys on top of `EpsilonGreedyConfig`; defaults are the MP-DQN reference's Platform
-    settings (module docstring)."""
-
-    NUM_ENVS: ClassVar[int] = 1  # one env and one update per env step, as the reference
-    # Values a grid may vary in one program (jaxrl/hyper.py): they change no array shape.
-    HYPERPARAMETERS: ClassVar[tuple[str, ...]] = (
-        "gamma",
-        "q_lr",
-        "actor_lr",
-        "q_tau",
-        "actor_tau",
-        "eps_start",
-        "eps_end",
-        "exploration_noise",
-        "max_grad_norm",
-        "reward_scale",
-    )
-
-    name: str = "pdqn"
-    multi_pass: bool = False  # MP-DQN: K passes, pass k seeing only choice k's parameters
-    # True: an unsquashed actor bounded by inverting gradients (the reference's); False: tanh
-    inverting_gradients: bool = True
-    buffer_size: int = 10_000
-    batch_size: int = 128
-    learning_starts: int = 500
-    gamma: float = 0.9
-    hidden_sizes: tuple[int, ...] = (128,)
-    q_lr: float = 1e-3
-    actor_lr: float = 1e-4
-    q_tau: float = 0.1  # Polyak: target ← τ·online + (1 − τ)·target, after every update
-    actor_tau: float = 0.001
-    eps_start: float = 1.0
-    eps_end: float = 0.01
-    exploration_steps: int = 2_500  # env steps (all envs) over which ε falls linearly
-    exploration_noise: float = 0.1  # σ of the Gaussian on the chosen parameters, [−1, 1] units
-    max_grad_norm: float = 10.0  # global-norm clipping of each network's gradient; 0: off
-    reward_scale: float = 1.0  # × the reward in the TD target (MP-DQN's Goal script: 1/50)
-    # Both learning rates linearly to 0 over the updates the run's budget allows (the reference
-    # keeps them constant).
-    anneal_lr: bool = False
-    # Add the env's hand-made parameter policy, a fixed linear map of the observation, to x(s)
-    # (MP-DQN's passthrough layer; envs.hybrid.parameter_prior: Goal-v0 has one).
-    parameter_prior: bool = False
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        require(self.q_lr > 0, f"agent.q_lr={self.q_lr} must be > 0")
-        require(self.actor_lr > 0, f"agent.actor_lr={self.actor_lr} must be > 0")
-        for key in ("q_tau", "actor_tau"):
-            value = getattr(self, key)
-            require(0 < value <= 1, f"agent.{key}={value} must be in (0, 1]")
-        require(
-            self.exploration_noise >= 0,
-            f"agent.exploration_noise={self.exploration_noise} must be >= 0",
-        )
-        require(self.max_grad_norm >= 0, f"agent.max_grad_norm={self.max_grad_norm} must be >= 0")
-        require(self.reward_scale > 0, f"agent.reward_scale={self.reward_scale} must be > 0")
 
 
 class ParameterActor(nn.Module):

@@ -9,47 +9,20 @@ The env batch is `env.num_envs` (default 4, PureJaxRL's CartPole setting).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import ClassVar
-
 import chex
 
+from agents.configs import PPOConfig
 from jaxrl.datatypes import Agent, Array
 from jaxrl.distributions import Distribution
 from jaxrl.env import Env
 from jaxrl.onpolicy import (
     Algorithm,
-    OnPolicyConfig,
     Sample,
     clipped_surrogate,
     clipped_value_loss,
     make_on_policy,
     ratio_metrics,
-    require_clipped_update_settings,
 )
-
-
-@dataclass(frozen=True)
-class PPOConfig(OnPolicyConfig):
-    NUM_ENVS: ClassVar[int] = 4  # PureJaxRL's CartPole setting
-    HYPERPARAMETERS: ClassVar[tuple[str, ...]] = (
-        *OnPolicyConfig.HYPERPARAMETERS,
-        "gae_lambda",
-        "clip_eps",
-    )
-    name: str = "ppo"
-    learning_rate: float = 2.5e-4
-    num_steps: int = 128  # rollout length per env and iteration
-    gae_lambda: float = 0.95
-    num_minibatches: int = 4  # must divide num_steps
-    update_epochs: int = 4
-    clip_eps: float = 0.2
-    clip_value: bool = True  # clip the value change to ±clip_eps, as in the PPO2 baselines
-    ent_coef: float = 0.01
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        require_clipped_update_settings(self)
 
 
 def ppo_loss(

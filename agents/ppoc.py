@@ -43,15 +43,14 @@ and minibatches mixing the options (theirs: one option's samples per minibatch).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import ClassVar, NamedTuple
+from typing import NamedTuple
 
 import chex
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from jaxrl.config import require
+from agents.configs import PPOCConfig
 from jaxrl.datatypes import Agent, Array, Key
 from jaxrl.distributions import Distribution
 from jaxrl.env import Env
@@ -65,58 +64,14 @@ from jaxrl.networks import (
 from jaxrl.onpolicy import (
     Acting,
     Algorithm,
-    OnPolicyConfig,
     PolicyModel,
     Sample,
     clipped_surrogate,
     clipped_value_loss,
     make_on_policy,
     ratio_metrics,
-    require_clipped_update_settings,
 )
 from jaxrl.options import NO_OPTION, option_ends, termination_probability
-
-
-@dataclass(frozen=True)
-class PPOCConfig(OnPolicyConfig):
-    """The PPO settings of the authors' run_mujoco.py (2 options, 10 epochs, lr 3e-4, γ 0.99,
-    λ 0.95, clip 0.2, no entropy bonus on the actions), in this repo's on-policy path (env batch,
-    observation and return normalisation, lr annealing); an entropy bonus 0.01 on π_Ω (theirs
-    is 0.1, summed where the losses are means); no deliberation cost."""
-
-    NUM_ENVS: ClassVar[int] = 8
-    HYPERPARAMETERS: ClassVar[tuple[str, ...]] = (
-        *OnPolicyConfig.HYPERPARAMETERS,
-        "gae_lambda",
-        "clip_eps",
-        "option_ent_coef",
-        "deliberation_cost",
-    )
-    name: str = "ppoc"
-    num_options: int = 2
-    learning_rate: float = 3e-4
-    num_steps: int = 256  # rollout length per env and iteration
-    gae_lambda: float = 0.95
-    num_minibatches: int = 8  # must divide num_steps
-    update_epochs: int = 10
-    clip_eps: float = 0.2
-    clip_value: bool = True  # clip the change of Q_Ω(s, ω) to ±clip_eps, as PPO does V's
-    ent_coef: float = 0.0
-    option_ent_coef: float = 0.01  # entropy bonus of the policy over options
-    deliberation_cost: float = 0.0  # ξ, added to the termination advantage: longer options
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        require(self.num_options >= 1, f"agent.num_options={self.num_options} must be >= 1")
-        require_clipped_update_settings(self)
-        require(
-            self.option_ent_coef >= 0,
-            f"agent.option_ent_coef={self.option_ent_coef} must be >= 0",
-        )
-        require(
-            self.deliberation_cost >= 0,
-            f"agent.deliberation_cost={self.deliberation_cost} must be >= 0",
-        )
 
 
 class OptionOutputs(NamedTuple):

@@ -10,41 +10,16 @@ critic is learned; without one it is cut (the Monte-Carlo estimate of a time-lim
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import ClassVar
-
-from jaxrl.config import require
+from agents.configs import REINFORCEConfig
 from jaxrl.datatypes import Agent, Array
 from jaxrl.distributions import Distribution
 from jaxrl.env import Env
 from jaxrl.onpolicy import (
     Algorithm,
-    OnPolicyConfig,
     Sample,
     make_on_policy,
     policy_gradient_loss,
 )
-
-BASELINES = ("learned", "mean", "none")
-
-
-@dataclass(frozen=True)
-class REINFORCEConfig(OnPolicyConfig):
-    NUM_ENVS: ClassVar[int] = 8  # episodes per update
-    name: str = "reinforce"
-    learning_rate: float = 1e-2
-    anneal_lr: bool = False
-    baseline: str = "learned"
-    ent_coef: float = 0.0
-    hidden_sizes: tuple[int, ...] = (128,)
-    return_normalization: bool = False  # returns are normalised per batch instead
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        require(
-            self.baseline in BASELINES,
-            f"agent.baseline='{self.baseline}' is not one of: {', '.join(BASELINES)}",
-        )
 
 
 def reinforce_loss(

@@ -22,14 +22,13 @@ the actor's log-probabilities, target update. Networks, Box check and one-step t
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
-from typing import ClassVar, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import optax
 
-from jaxrl.config import require
+from agents.configs import SACConfig
 from jaxrl.continuous import (
     ActionScale,
     Critics,
@@ -42,47 +41,9 @@ from jaxrl.continuous import (
 from jaxrl.datatypes import Agent, Array, EnvSpec, Key, Metrics, PyTree, Transition
 from jaxrl.distributions import TanhGaussian
 from jaxrl.env import Env
-from jaxrl.offpolicy import Learner, OffPolicyConfig, make_off_policy, soft_update
+from jaxrl.offpolicy import Learner, make_off_policy, soft_update
 
 LOG_STD_BOUNDS = (-20.0, 2.0)  # those of the SAC reference code
-
-
-@dataclass(frozen=True)
-class SACConfig(OffPolicyConfig):
-    """SAC's keys on top of `OffPolicyConfig`; defaults follow Haarnoja et al. (2018b):
-    256-256 ReLU, Adam 3e-4 for actor, critics and α, batch 256, τ 0.005, α₀ = 1, H̄ = −|A|."""
-
-    # Values a grid may vary in one program (jaxrl/hyper.py): they change no array shape.
-    HYPERPARAMETERS: ClassVar[tuple[str, ...]] = (
-        "gamma",
-        "actor_lr",
-        "critic_lr",
-        "alpha_lr",
-        "tau",
-        "init_alpha",
-        "reward_scale",
-    )
-
-    name: str = "sac"
-    buffer_size: int = 1_000_000
-    learning_starts: int = 5_000
-    actor_lr: float = 3e-4
-    critic_lr: float = 3e-4
-    alpha_lr: float = 3e-4
-    tau: float = 0.005
-    init_alpha: float = 1.0
-    learn_alpha: bool = True  # False: α stays init_alpha
-    target_entropy: float | None = None  # H̄; null: −|A|
-    reward_scale: float = 1.0  # c: × the reward in the critics' target
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        require(self.actor_lr > 0, f"agent.actor_lr={self.actor_lr} must be > 0")
-        require(self.critic_lr > 0, f"agent.critic_lr={self.critic_lr} must be > 0")
-        require(self.alpha_lr > 0, f"agent.alpha_lr={self.alpha_lr} must be > 0")
-        require(0 < self.tau <= 1, f"agent.tau={self.tau} must be in (0, 1]")
-        require(self.init_alpha > 0, f"agent.init_alpha={self.init_alpha} must be > 0")
-        require(self.reward_scale > 0, f"agent.reward_scale={self.reward_scale} must be > 0")
 
 
 class SACState(NamedTuple):

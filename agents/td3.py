@@ -5,19 +5,11 @@ the agent and gives it TD3's defaults, through the off-policy driver (`jaxrl.off
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from agents.configs import TD3Config
 from jaxrl.datatypes import Agent
-from jaxrl.deterministic import DeterministicConfig, make_deterministic_learner
+from jaxrl.deterministic import make_deterministic_learner
 from jaxrl.env import Env
 from jaxrl.offpolicy import make_off_policy
-
-
-@dataclass(frozen=True)
-class TD3Config(DeterministicConfig):
-    """The deterministic learner's keys at TD3's published defaults."""
-
-    name: str = "td3"
 
 
 def make_td3(cfg: TD3Config, env: Env) -> Agent:

@@ -56,10 +56,10 @@ def register_configs(env_ids: Collection[str], agent_names: Collection[str]) -> 
     """The run config's schema and a node per env name and agent, so that `env=<any valid name>`
     composes without a YAML file per env (open-ended families too: `gym/<any Gymnasium id>`).
 
-    Only the envs in `env_ids` and the agents in `agent_names` get their schema (`needed`): an
-    agent's imports its module, JAX and all, and every node slows each of Hydra's look-ups, which
-    copy the whole store. The others get an empty stand-in that keeps their names in `--help`'s
-    lists and never replaces a schema stored before."""
+    Only the envs in `env_ids` and the agents in `agent_names` get their schema (`needed`): every
+    node slows each of Hydra's look-ups, which copy the whole store. The others get an empty
+    stand-in that keeps their names in `--help`'s lists and never replaces a schema stored
+    before."""
     cs = ConfigStore.instance()
     base = _schema(RunConfig)
     # `grid.agent.<key>=[...]` adds keys (Hydra's struct mode would ask for `+grid.agent.<key>`);
@@ -712,7 +712,7 @@ def main(argv: list[str] | None = None) -> None:
     except HydraException as e:
         print(f"error: cannot parse overrides: {_first_line(e)}", file=sys.stderr)
         sys.exit(EXIT_BAD_INPUT)
-    if not info:  # help and the like compile nothing
+    if not info and not {"--cfg", "-c"} & set(flag_names):  # these print, compile nothing
         enable_compilation_cache()
     sys.argv = [sys.argv[0], *flags, *overrides]  # Hydra's parser wants the overrides together
     if multirun:  # a launcher's error reaches here rather than Hydra's traceback printer

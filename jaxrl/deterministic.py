@@ -20,15 +20,14 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, NamedTuple
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import optax
 
-from jaxrl.config import require
+from jaxrl.agent_config import DeterministicConfig
 from jaxrl.continuous import (
     ActionScale,
     Critics,
@@ -41,62 +40,8 @@ from jaxrl.continuous import (
 )
 from jaxrl.datatypes import Array, EnvSpec, Key, Metrics, PyTree, Transition
 from jaxrl.networks import Dense
-from jaxrl.offpolicy import Learner, OffPolicyConfig, soft_update
+from jaxrl.offpolicy import Learner, soft_update
 from jaxrl.parallel import cond_over_runs
-
-# DDPG is this learner with TD3's three changes off (agents/ddpg.py, ERL's default learner).
-DDPG_KEYS: dict[str, Any] = {"twin_critics": False, "policy_delay": 1, "target_noise": 0.0}
-
-
-@dataclass(frozen=True)
-class DeterministicConfig(OffPolicyConfig):
-    """The learner's keys on top of `OffPolicyConfig`; defaults follow Fujimoto et al.'s published
-    TD3 code (256-256 ReLU, Adam 3e-4, batch 256, τ 0.005, σ 0.2, c 0.5, delay 2, exploration
-    0.1)."""
-
-    # Values a grid may vary in one program (jaxrl/hyper.py): they change no array shape.
-    HYPERPARAMETERS: ClassVar[tuple[str, ...]] = (
-        "gamma",
-        "actor_lr",
-        "critic_lr",
-        "tau",
-        "target_noise",
-        "target_noise_clip",
-        "exploration_noise",
-    )
-
-    name: str = "td3"
-    buffer_size: int = 1_000_000
-    learning_starts: int = 10_000
-    actor_lr: float = 3e-4
-    critic_lr: float = 3e-4
-    tau: float = 0.005  # Polyak: target ← τ·online + (1 − τ)·target
-    policy_delay: int = 2  # critic updates per actor and target update
-    target_noise: float = 0.2  # σ of the target policy smoothing, normalised action units
-    target_noise_clip: float = 0.5  # c: the smoothing noise is clipped to [−c, c]
-    exploration_noise: float = 0.1  # σ of the Gaussian added to μ(s) when collecting
-    twin_critics: bool = True  # False: one critic (DDPG)
-    layer_norm: bool = False  # layer norm after every hidden layer (ERL's DDPG uses it)
-    # True: an unsquashed actor bounded by inverting gradients instead of a tanh
-    inverting_gradients: bool = False
-    max_grad_norm: float = 0.0  # global-norm clipping of each network's gradient; 0: off
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        require(self.actor_lr > 0, f"agent.actor_lr={self.actor_lr} must be > 0")
-        require(self.critic_lr > 0, f"agent.critic_lr={self.critic_lr} must be > 0")
-        require(0 < self.tau <= 1, f"agent.tau={self.tau} must be in (0, 1]")
-        require(self.policy_delay >= 1, f"agent.policy_delay={self.policy_delay} must be >= 1")
-        require(self.target_noise >= 0, f"agent.target_noise={self.target_noise} must be >= 0")
-        require(
-            self.target_noise_clip >= 0,
-            f"agent.target_noise_clip={self.target_noise_clip} must be >= 0",
-        )
-        require(
-            self.exploration_noise >= 0,
-            f"agent.exploration_noise={self.exploration_noise} must be >= 0",
-        )
-        require(self.max_grad_norm >= 0, f"agent.max_grad_norm={self.max_grad_norm} must be >= 0")
 
 
 class DeterministicActor(nn.Module):

@@ -16,6 +16,7 @@ import copy
 import dataclasses
 import itertools
 import math
+import sys
 from typing import Any
 
 import numpy as np
@@ -82,6 +83,13 @@ def stacked(points: list[dict[str, float]], repeats: int) -> dict[str, np.ndarra
         key: np.repeat(np.asarray([p[key] for p in points], np.float32), repeats)
         for key in points[0]
     }
+
+
+def is_array(value: Any) -> bool:
+    """Whether a config field holds a JAX array (a grid's traced value) rather than a Python
+    constant; without importing JAX, which a process that never imported it cannot hold."""
+    jax = sys.modules.get("jax")
+    return jax is not None and isinstance(value, jax.Array)
 
 
 def traced_config(agent_cfg: Any, values: dict[str, Any]) -> Any:

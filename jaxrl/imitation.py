@@ -19,9 +19,8 @@ import functools
 import json
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar, NamedTuple
+from typing import NamedTuple
 
 import flax.linen as nn
 import jax
@@ -29,85 +28,18 @@ import jax.numpy as jnp
 import optax
 
 from jaxrl import replay
+from jaxrl.agent_config import ImitationConfig, MixtureConfig
 from jaxrl.config import ConfigError, require
 from jaxrl.continuous import ActionScale, GaussianActor, Torso, box_actions
 from jaxrl.datatypes import Agent, Array, Box, Discrete, EnvSpec, Key, Metrics, PyTree
 from jaxrl.distributions import Categorical, TanhGaussian
 from jaxrl.env import Env, describe_actions
-from jaxrl.networks import Dense, check_mlp
+from jaxrl.networks import Dense
 from jaxrl.replay import ReplayState
 
-MIXTURE_SCHEDULES = ("constant", "linear", "exponential", "inverse")
 # Expert actions on the Box's edges are pulled this far inside [−1, 1] before the tanh is
 # inverted for their log-likelihood: atanh(±1) is infinite.
 EDGE = 1e-3
-
-
-@dataclass(frozen=True)
-class ImitationConfig:
-    """What every imitation learner has: the expert, the roll-in, the learner and its optimiser."""
-
-    NUM_ENVS: ClassVar[int] = 8  # the env batch per seed when `env.num_envs` is not given
-
-    name: str = "imitation"
-    expert: str = ""  # a jaxrl run directory (required)
-    expert_seed: int | None = None  # which of its seeds; null: its first
-    expert_grid_point: int | None = None  # which of its grid points; null: the first
-    rollin_steps: int = 200  # batched env steps per iteration (× env.num_envs env steps)
-    learner_samples: bool = False  # roll-in: the learner samples π (True) or acts with its mode
-    hidden_sizes: tuple[int, ...] = (256, 256)
-    activation: str = "relu"
-    log_std_min: float = -5.0
-    log_std_max: float = 2.0
-    learning_rate: float = 1e-3
-    max_grad_norm: float = 1.0  # global-norm gradient clipping
-    batch_size: int = 256
-    gradient_steps: int = 500  # minibatch updates per iteration
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "hidden_sizes", tuple(self.hidden_sizes))
-        require(self.rollin_steps >= 1, f"agent.rollin_steps={self.rollin_steps} must be >= 1")
-        require(
-            self.log_std_min < self.log_std_max,
-            f"agent.log_std_min={self.log_std_min} must be < agent.log_std_max={self.log_std_max}",
-        )
-        require(self.learning_rate > 0, f"agent.learning_rate={self.learning_rate} must be > 0")
-        require(self.max_grad_norm > 0, f"agent.max_grad_norm={self.max_grad_norm} must be > 0")
-        require(self.batch_size >= 1, f"agent.batch_size={self.batch_size} must be >= 1")
-        require(
-            self.gradient_steps >= 1, f"agent.gradient_steps={self.gradient_steps} must be >= 1"
-        )
-        check_mlp(self.hidden_sizes, self.activation)
-
-
-@dataclass(frozen=True)
-class MixtureConfig(ImitationConfig):
-    """The expert/learner mixture of DAgger (β) and AggreVaTeD (α): at iteration n the expert
-    acts at each env step with probability p_n, p_0 = `mixture`, decaying by
-    `mixture_schedule`: constant; linear (to 0 over `mixture_iterations`); exponential
-    (× `mixture_decay` per iteration); inverse (p_0 / (n + 1))."""
-
-    mixture: float = 1.0
-    mixture_schedule: str = "exponential"
-    mixture_decay: float = 0.5
-    mixture_iterations: int = 10
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        require(0 <= self.mixture <= 1, f"agent.mixture={self.mixture} must be in [0, 1]")
-        require(
-            self.mixture_schedule in MIXTURE_SCHEDULES,
-            f"agent.mixture_schedule={self.mixture_schedule!r} is not one of "
-            f"{', '.join(MIXTURE_SCHEDULES)}",
-        )
-        require(
-            0 <= self.mixture_decay <= 1,
-            f"agent.mixture_decay={self.mixture_decay} must be in [0, 1]",
-        )
-        require(
-            self.mixture_iterations >= 1,
-            f"agent.mixture_iterations={self.mixture_iterations} must be >= 1",
-        )
 
 
 def expert_share(cfg: MixtureConfig, iteration: Array) -> Array:

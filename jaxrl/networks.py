@@ -26,18 +26,6 @@ VBN_EPS = 1e-5
 HIDDEN_ORTHOGONAL = nn.initializers.orthogonal(float(np.sqrt(2.0)))
 
 
-def check_mlp(hidden_sizes: tuple[int, ...], activation_name: str) -> None:
-    """ConfigError unless `agent.hidden_sizes` / `agent.activation` describe a buildable MLP."""
-    if not (len(hidden_sizes) >= 1 and all(h >= 1 for h in hidden_sizes)):
-        raise ConfigError(
-            f"agent.hidden_sizes={list(hidden_sizes)} must be one or more positive sizes"
-        )
-    if activation_name not in ACTIVATIONS:
-        raise ConfigError(
-            f"agent.activation='{activation_name}' is not one of: {', '.join(ACTIVATIONS)}"
-        )
-
-
 def activation(name: str):
     if name not in ACTIVATIONS:
         raise ConfigError(f"unknown activation '{name}'; valid: {', '.join(ACTIVATIONS)}")

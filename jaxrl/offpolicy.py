@@ -16,20 +16,19 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import optax
 
 from jaxrl import frame_replay, prioritized, replay
+from jaxrl.agent_config import EpsilonGreedyConfig, OffPolicyConfig
 from jaxrl.config import require
 from jaxrl.datatypes import Action, Agent, Array, EnvSpec, Key, Metrics, PyTree, Transition
 from jaxrl.env import Env, random_actions
 from jaxrl.frame_replay import FrameReplayState
-from jaxrl.networks import check_mlp
 from jaxrl.parallel import cond_over_runs, every_run
 from jaxrl.prioritized import Prioritization, PrioritizedBuffer
 from jaxrl.replay import ReplayState
@@ -38,78 +37,6 @@ from jaxrl.replay import ReplayState
 Buffer = ReplayState | FrameReplayState | PrioritizedBuffer
 # (state, minibatch, importance weights, key) -> (state, metrics, TD errors per transition)
 WeightedUpdate = Callable[[PyTree, Transition, Array, Key], tuple[PyTree, Metrics, Array]]
-
-
-@dataclass(frozen=True)
-class OffPolicyConfig:
-    """Hyperparameters every off-policy agent has; agents subclass it with their own defaults."""
-
-    # The env batch per seed when `env.num_envs` is not given.
-    NUM_ENVS: ClassVar[int] = (
-        1  # one env per seed, as in the papers and the Zoo's Pendulum settings
-    )
-
-    name: str = "offpolicy"
-    buffer_size: int = 100_000  # transitions kept (per seed)
-    batch_size: int = 256
-    learning_starts: int = 1_000  # env steps of uniformly random actions before learning
-    train_freq: int = 1  # batched env steps between rounds of updates
-    gradient_steps: int = 1  # updates per round
-    iteration_steps: int = 1_000  # env steps (all envs) per train_step, i.e. per logged iteration
-    gamma: float = 0.99
-    hidden_sizes: tuple[int, ...] = (256, 256)
-    activation: str = "relu"
-    # A finished run of the same agent whose learner (networks, target networks, optimiser and
-    # temperature states; its first seed's) every seed starts from, with an empty buffer and the
-    # warm-up as usual: fine-tuning, e.g. on a harder env of the same spaces. "": a fresh learner.
-    init_from: str = ""
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "hidden_sizes", tuple(self.hidden_sizes))
-        require(self.buffer_size >= 1, f"agent.buffer_size={self.buffer_size} must be >= 1")
-        require(self.batch_size >= 1, f"agent.batch_size={self.batch_size} must be >= 1")
-        require(
-            self.learning_starts >= 0, f"agent.learning_starts={self.learning_starts} must be >= 0"
-        )
-        require(self.train_freq >= 1, f"agent.train_freq={self.train_freq} must be >= 1")
-        require(
-            self.gradient_steps >= 1, f"agent.gradient_steps={self.gradient_steps} must be >= 1"
-        )
-        require(
-            self.iteration_steps >= 1, f"agent.iteration_steps={self.iteration_steps} must be >= 1"
-        )
-        require(0 <= self.gamma <= 1, f"agent.gamma={self.gamma} must be in [0, 1]")
-        require(
-            self.batch_size <= self.buffer_size,
-            f"agent.batch_size={self.batch_size} must be <= agent.buffer_size="
-            f"{self.buffer_size}: minibatches are drawn from the buffer",
-        )
-        require(
-            self.learning_starts <= self.buffer_size,
-            f"agent.learning_starts={self.learning_starts} must be <= agent.buffer_size="
-            f"{self.buffer_size}: the random warm-up fills the buffer once",
-        )
-        check_mlp(self.hidden_sizes, self.activation)
-
-
-@dataclass(frozen=True)
-class EpsilonGreedyConfig(OffPolicyConfig):
-    """Keys of agents whose discrete choice is ε-greedy, ε falling linearly in env steps (DQN,
-    P-DQN); subclasses set their own defaults."""
-
-    eps_start: float = 1.0
-    eps_end: float = 0.05
-    exploration_steps: int = 10_000  # env steps (all envs) over which ε falls linearly
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        for key in ("eps_start", "eps_end"):
-            value = getattr(self, key)
-            require(0 <= value <= 1, f"agent.{key}={value} must be in [0, 1]")
-        require(
-            self.exploration_steps >= 0,
-            f"agent.exploration_steps={self.exploration_steps} must be >= 0",
-        )
 
 
 def epsilon(cfg: EpsilonGreedyConfig, env_steps: Array) -> Array:

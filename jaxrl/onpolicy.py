@@ -23,8 +23,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, NamedTuple
 
 import chex
 import flax.linen as nn
@@ -35,83 +34,16 @@ from jax.flatten_util import ravel_pytree
 from jax.sharding import PartitionSpec as P
 
 from jaxrl import normalize, optimizers, parallel, speedups
+from jaxrl.agent_config import OnPolicyConfig
 from jaxrl.config import require
 from jaxrl.datatypes import Agent, Array, Key, PyTree, Transition
 from jaxrl.distributions import Distribution
 from jaxrl.env import Env
-from jaxrl.networks import ActionHead, ActorCritic, action_head, check_mlp, resolve_torso
+from jaxrl.networks import ActionHead, ActorCritic, action_head, resolve_torso
 from jaxrl.normalize import RunningStats
 
 ENV_AXIS = "envs"
 STD_EPS = 1e-8
-
-
-@dataclass(frozen=True)
-class OnPolicyConfig:
-    """Hyperparameters every on-policy agent has; agents subclass it with their own defaults."""
-
-    # The env batch per seed when `env.num_envs` is not given.
-    NUM_ENVS: ClassVar[int] = 1
-
-    # Values a grid may vary in one program (jaxrl/hyper.py): they change no array shape.
-    HYPERPARAMETERS: ClassVar[tuple[str, ...]] = (
-        "learning_rate",
-        "max_grad_norm",
-        "adam_eps",
-        "gamma",
-        "vf_coef",
-        "ent_coef",
-        "obs_clip",
-        "reward_clip",
-    )
-
-    name: str = "onpolicy"
-    learning_rate: float = 3e-4
-    anneal_lr: bool = True  # linearly to 0 over the run's env-step budget
-    max_grad_norm: float = 0.5  # global-norm gradient clipping; 0 turns it off
-    adam_eps: float = 1e-5
-    gamma: float = 0.99
-    vf_coef: float = 0.5
-    ent_coef: float = 0.01
-    normalize_advantages: bool = True  # per minibatch
-    hidden_sizes: tuple[int, ...] = (64, 64)
-    activation: str = "tanh"
-    torso: str = "auto"  # auto: Nature CNN for [H, W, C] observations, MLP otherwise
-    shared_torso: bool = False
-    squash_actions: bool = False  # Box actions: tanh-squash (True) or clip (False) the Gaussian
-    log_std_init: float = 0.0
-    obs_normalization: bool = True  # vector observations; images are scaled by the CNN instead
-    obs_clip: float = 10.0
-    return_normalization: bool = True  # scale rewards by the std of the discounted return
-    reward_clip: float = 10.0
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "hidden_sizes", tuple(self.hidden_sizes))
-        require(self.learning_rate > 0, f"agent.learning_rate={self.learning_rate} must be > 0")
-        require(self.max_grad_norm >= 0, f"agent.max_grad_norm={self.max_grad_norm} must be >= 0")
-        require(self.adam_eps > 0, f"agent.adam_eps={self.adam_eps} must be > 0")
-        require(0 <= self.gamma <= 1, f"agent.gamma={self.gamma} must be in [0, 1]")
-        require(self.vf_coef >= 0, f"agent.vf_coef={self.vf_coef} must be >= 0")
-        require(self.ent_coef >= 0, f"agent.ent_coef={self.ent_coef} must be >= 0")
-        check_mlp(self.hidden_sizes, self.activation)
-        require(self.obs_clip > 0, f"agent.obs_clip={self.obs_clip} must be > 0")
-        require(self.reward_clip > 0, f"agent.reward_clip={self.reward_clip} must be > 0")
-
-
-def require_clipped_update_settings(cfg: Any) -> None:
-    """ConfigError unless a PPO-style config's rollout, minibatch, epoch and clip settings
-    (`num_steps`, `gae_lambda`, `num_minibatches`, `update_epochs`, `clip_eps`) can run."""
-    require(cfg.num_steps >= 1, f"agent.num_steps={cfg.num_steps} must be >= 1")
-    require(0 <= cfg.gae_lambda <= 1, f"agent.gae_lambda={cfg.gae_lambda} must be in [0, 1]")
-    require(cfg.num_minibatches >= 1, f"agent.num_minibatches={cfg.num_minibatches} must be >= 1")
-    require(
-        cfg.num_steps % cfg.num_minibatches == 0,
-        f"agent.num_minibatches={cfg.num_minibatches} must divide "
-        f"agent.num_steps={cfg.num_steps}: a minibatch is num_steps/num_minibatches steps "
-        f"of every env",
-    )
-    require(cfg.update_epochs >= 1, f"agent.update_epochs={cfg.update_epochs} must be >= 1")
-    require(cfg.clip_eps > 0, f"agent.clip_eps={cfg.clip_eps} must be > 0")
 
 
 class Sample(NamedTuple):

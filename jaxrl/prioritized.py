@@ -24,7 +24,6 @@ import jax
 import jax.numpy as jnp
 
 from jaxrl import replay
-from jaxrl.config import require
 from jaxrl.datatypes import Array, Key, PyTree
 from jaxrl.replay import ReplayState
 
@@ -34,16 +33,6 @@ class Prioritization(NamedTuple):
     importance_start: float  # β at the first update, annealed linearly to 1
     epsilon: float  # added to |TD error| so that no transition becomes undrawable
     horizon: float  # env steps over which β reaches 1 (the run's budget)
-
-
-def check(exponent: float, importance_start: float, epsilon: float) -> None:
-    """One line for a bad setting (the agent's config calls it with its keys)."""
-    require(exponent >= 0, f"agent.priority_exponent={exponent} must be >= 0")
-    require(
-        0 <= importance_start <= 1,
-        f"agent.importance_exponent={importance_start} must be in [0, 1]",
-    )
-    require(epsilon > 0, f"agent.priority_epsilon={epsilon} must be > 0")
 
 
 class PrioritizedBuffer(NamedTuple):

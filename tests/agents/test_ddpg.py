@@ -13,10 +13,11 @@ from learning import PENDULUM_OFF_POLICY_20K, assert_mean_at_least
 import envs
 import jaxrl
 from agents.ddpg import DDPGConfig
+from jaxrl.agent_config import DDPG_KEYS
 from jaxrl.cli import compose
 from jaxrl.config import EnvConfig
 from jaxrl.datatypes import EnvSpec, Transition
-from jaxrl.deterministic import DDPG_KEYS, deterministic_networks, make_deterministic_learner
+from jaxrl.deterministic import deterministic_networks, make_deterministic_learner
 from jaxrl.prng import make_key
 
 QUIET = ("log.progress=false", "log.tensorboard=false")

@@ -13,6 +13,7 @@ from learning import assert_mean_at_least
 
 import envs
 import jaxrl
+from agents import erl
 from agents.erl import ArgmaxActions, ERLConfig, collect_episodes, make_erl
 from jaxrl import ga, replay
 from jaxrl.cli import compose
@@ -44,7 +45,7 @@ def test_yaml_composes_the_paper_defaults():
     cfg = compose(["agent=erl", "env=Pendulum-v1", "preset=none"]).agent
     assert isinstance(cfg, ERLConfig)
     assert (cfg.population_size, cfg.num_elites, cfg.tournament_size) == (10, 1, 3)
-    assert cfg.mutation_rates == ga.MutationRates(0.1, 0.1, 0.05, 10.0, 0.05)
+    assert erl.mutation_rates(cfg) == ga.MutationRates(0.1, 0.1, 0.05, 10.0, 0.05)
     assert (cfg.mutation_prob, cfg.sync_period, cfg.updates_per_step) == (0.9, 10, 1.0)
     ddpg = cfg.learner_config()
     assert (ddpg.twin_critics, ddpg.policy_delay, ddpg.target_noise) == (False, 1, 0.0)

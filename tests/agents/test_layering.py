@@ -1,4 +1,5 @@
-"""Agents never import each other: a piece two agents share lives in `jaxrl/`."""
+"""Agents never import each other: a piece two agents share lives in `jaxrl/`. Each imports its
+settings from `agents/configs.py`, which is no agent and imports none."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ def imported_modules(path: Path) -> set[str]:
     "module", sorted(p.name for p in AGENTS.glob("*.py") if p.name != "__init__.py")
 )
 def test_agent_module_imports_no_other_agent(module: str) -> None:
-    imports = imported_modules(AGENTS / module)
+    imports = imported_modules(AGENTS / module) - {"agents.configs"}
     assert not {m for m in imports if m == "agents" or m.startswith("agents.")}, imports
 
 

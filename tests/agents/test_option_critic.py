@@ -18,6 +18,7 @@ from learning import assert_mean_at_least, seed_values
 
 import envs
 import jaxrl
+from agents import configs
 from agents import option_critic as oc
 from envs.fourrooms import (
     EAST_DOORWAY_GOAL,
@@ -117,7 +118,7 @@ def test_a_terminal_step_bootstraps_nothing_and_ends_the_option() -> None:
     assert bool(out.option_ended[0]) and int(out.state.option[0]) == oc.NO_OPTION
 
 
-@pytest.mark.parametrize("policy", oc.OPTION_POLICIES)
+@pytest.mark.parametrize("policy", configs.OPTION_POLICIES)
 def test_option_choice_frequencies(policy: str) -> None:
     """Greedy with probability 1 − ε + ε/K; softmax in proportion to exp(Q/temperature)."""
     cfg = oc.OptionCriticConfig(num_options=3, option_policy=policy, epsilon=0.3, temperature=1.0)
@@ -202,7 +203,7 @@ def test_deep_is_chosen_by_agent_network_with_its_own_defaults():
         "egreedy",
         1.0,
     )
-    assert deep.deliberation_cost == 1.0 and deep.NUM_ENVS == oc.DEEP_NUM_ENVS
+    assert deep.deliberation_cost == 1.0 and deep.NUM_ENVS == configs.DEEP_NUM_ENVS
     linear = oc.OptionCriticConfig()
     assert (linear.critic_lr, linear.option_policy, linear.temperature, linear.NUM_ENVS) == (
         0.5,

@@ -1,7 +1,7 @@
 """Start-up imports only what the command at hand uses: an agent module pulls in JAX and its own
-machinery, an env family its simulator (gymnax without the plotting libraries its `__init__`
-imports), and every Hydra node slows `--help`. Each check runs in a fresh interpreter, as a
-user's command does."""
+machinery (its settings, in `agents/configs.py`, import neither), an env family its simulator
+(gymnax without the plotting libraries its `__init__` imports), and every Hydra node slows
+`--help`. Each check runs in a fresh interpreter, as a user's command does."""
 
 from __future__ import annotations
 
@@ -58,15 +58,18 @@ def of_agents(modules: list[str]) -> list[str]:
 def test_looking_up_an_agent_imports_only_its_module() -> None:
     modules = modules_after("import jaxrl, agents; assert 'jax' not in sys.modules")
     assert of_agents(modules) == [] and "jax" not in modules
+    modules = modules_after("import jaxrl, agents; agents.REGISTRY['ppo'].config()")
+    assert of_agents(modules) == ["agents.configs"] and "jax" not in modules
     modules = modules_after("import jaxrl, agents; agents.REGISTRY['ppo'].make")
-    assert of_agents(modules) == ["agents.ppo"]
+    assert of_agents(modules) == ["agents.configs", "agents.ppo"]
     assert not [m for m in modules if m.startswith(ENV_FAMILIES)]
 
 
-def test_help_imports_only_the_default_agent_and_no_env_family() -> None:
-    """`--help` prints the default config, whose agent section is the default agent's schema."""
+def test_help_imports_no_agent_module_no_env_family_and_no_jax() -> None:
+    """`--help` prints the default config, whose agent section is the default agent's schema:
+    its settings, not its module."""
     modules = cli_modules("--help")
-    assert of_agents(modules) == [f"agents.{cli.default_choice('agent')}"]
+    assert of_agents(modules) == ["agents.configs"] and "jax" not in modules
     assert not [m for m in modules if m.startswith(ENV_FAMILIES) or m in SIMULATORS]
 
 
@@ -74,10 +77,15 @@ def test_bad_input_is_answered_without_jax() -> None:
     for bad in ("agent=nope", "env=Nope-v0"):
         modules = cli_modules(bad)
         assert "jax" not in modules and not of_agents(modules), bad
+    # A setting the agent's config refuses: checked by its settings alone.
+    for bad in (["agent=ppo", "agent.gamma=1.5"], ["agent=dqn", "agent.frame_storage=x"]):
+        modules = cli_modules(*bad)
+        assert "jax" not in modules and of_agents(modules) == ["agents.configs"], bad
 
 
-def test_a_composition_imports_only_the_agent_it_names() -> None:
-    assert of_agents(cli_modules("--cfg", "job", "agent=ppo")) == ["agents.ppo"]
+def test_a_composition_imports_no_agent_module() -> None:
+    modules = cli_modules("--cfg", "job", "agent=ppo")
+    assert of_agents(modules) == ["agents.configs"] and "jax" not in modules
 
 
 def test_a_sweep_registers_every_agent_it_names_and_the_default() -> None:
@@ -92,7 +100,7 @@ def test_a_sweep_registers_every_agent_it_names_and_the_default() -> None:
         "cli.main(['-m', 'agent=ppo,a2c'])\n"
         "assert 'gae_lambda' in ConfigStore.instance().load('schema/agent/a2c.yaml').node"
     )
-    assert of_agents(modules) == ["agents.a2c", "agents.es", "agents.ppo"]
+    assert of_agents(modules) == ["agents.configs"]
 
 
 def test_needed_reads_the_choices_off_the_overrides() -> None:
