@@ -258,6 +258,10 @@ ROWS = [
     Row("HyAR, 400k env steps", HYAR, HARD_MOVE[10], "0.75", budget=400_000),
     # 550k of learning (the 400k row still rose: 0.14, 0.42, 0.66 at its end).
     Row("HyAR, 700k env steps", HYAR, HARD_MOVE[10], "0.75", budget=700_000),
+    # Seeds 3 and 4 of the same (a program of two runs): with the row above, five seeds.
+    Row(
+        "HyAR, 700k env steps, seeds 3-4", (*HYAR, "seed=3"), HARD_MOVE[10], "0.75", budget=700_000
+    ),
     # The reference's two Hard Move buffers (main_embedding_hard_move_td3.py): TD3 on its own
     # steps only (1e6: every one of them), the VAE on all, the random warm-up's included.
     Row(
