@@ -17,6 +17,7 @@ from typing import ClassVar
 
 from jaxrl import hyper
 from jaxrl.agent_config import (
+    ACTIVATION_NAMES,
     DDPG_KEYS,
     KERNEL_INIT_NAMES,
     DeterministicConfig,
@@ -27,6 +28,7 @@ from jaxrl.agent_config import (
     OnPolicyConfig,
     check_mlp,
     check_prioritization,
+    check_torso,
     require_clipped_update_settings,
 )
 from jaxrl.config import require
@@ -111,6 +113,10 @@ class ESConfig:
         require(
             all(h >= 1 for h in self.hidden_sizes),
             f"agent.hidden_sizes={list(self.hidden_sizes)} must be positive",
+        )
+        require(
+            self.activation in ACTIVATION_NAMES,
+            f"agent.activation='{self.activation}' is not one of: {', '.join(ACTIVATION_NAMES)}",
         )
         require(self.obs_clip > 0, f"agent.obs_clip={self.obs_clip} must be > 0")
         require(self.vbn_reference_size >= 2, "agent.vbn_reference_size must be >= 2")
@@ -252,6 +258,7 @@ class DQNConfig(EpsilonGreedyConfig):
         require(self.loss in LOSSES, f"agent.loss='{self.loss}' is not one of: {', '.join(LOSSES)}")
         require(self.max_grad_norm >= 0, f"agent.max_grad_norm={self.max_grad_norm} must be >= 0")
         require(self.n_step >= 1, f"agent.n_step={self.n_step} must be >= 1")
+        check_torso(self.torso)
         check_prioritization(
             self.priority_exponent, self.importance_exponent, self.priority_epsilon
         )
@@ -549,6 +556,7 @@ class OptionCriticConfig:
             f"agent.iteration_steps={self.iteration_steps} must be >= 1",
         )
         check_mlp(self.hidden_sizes, self.activation)
+        check_torso(self.torso)
         require(self.num_steps >= 1, f"agent.num_steps={self.num_steps} must be >= 1")
         require(self.ent_coef >= 0, f"agent.ent_coef={self.ent_coef} must be >= 0")
         require(self.max_grad_norm >= 0, f"agent.max_grad_norm={self.max_grad_norm} must be >= 0")

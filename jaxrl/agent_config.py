@@ -18,6 +18,9 @@ from jaxrl.config import ConfigError, require
 ACTIVATION_NAMES = ("tanh", "relu", "elu", "gelu")
 # The names `agent.kernel_init` may take: the keys of `jaxrl.networks.KERNEL_INITS`.
 KERNEL_INIT_NAMES = ("orthogonal", "lecun_normal")
+# The names `agent.torso` may take (`jaxrl.networks.resolve_torso`): auto is the Nature CNN for
+# image observations and an MLP otherwise.
+TORSO_NAMES = ("auto", "mlp", "nature_cnn")
 
 
 def check_mlp(hidden_sizes: tuple[int, ...], activation_name: str) -> None:
@@ -30,6 +33,11 @@ def check_mlp(hidden_sizes: tuple[int, ...], activation_name: str) -> None:
         raise ConfigError(
             f"agent.activation='{activation_name}' is not one of: {', '.join(ACTIVATION_NAMES)}"
         )
+
+
+def check_torso(torso: str) -> None:
+    """ConfigError unless `agent.torso` names a torso."""
+    require(torso in TORSO_NAMES, f"agent.torso='{torso}' is not one of: {', '.join(TORSO_NAMES)}")
 
 
 def check_prioritization(exponent: float, importance_start: float, epsilon: float) -> None:
@@ -90,6 +98,7 @@ class OnPolicyConfig:
         require(self.vf_coef >= 0, f"agent.vf_coef={self.vf_coef} must be >= 0")
         require(self.ent_coef >= 0, f"agent.ent_coef={self.ent_coef} must be >= 0")
         check_mlp(self.hidden_sizes, self.activation)
+        check_torso(self.torso)
         require(self.obs_clip > 0, f"agent.obs_clip={self.obs_clip} must be > 0")
         require(self.reward_clip > 0, f"agent.reward_clip={self.reward_clip} must be > 0")
 

@@ -171,7 +171,6 @@ def deterministic_action(output: Array, space: Space) -> Array:
     return low + (jnp.tanh(output) + 1.0) * 0.5 * (high - low)
 
 
-TORSOS = ("auto", "mlp", "nature_cnn")
 # Weight initialisations an agent can offer as `agent.kernel_init`: (hidden layers, output heads).
 # orthogonal: gain √2 hidden, 1 for value heads (the PPO implementation detail, our default);
 # lecun_normal: flax's default Dense init, which CleanRL's and PureJaxRL's DQN networks keep.
@@ -237,9 +236,8 @@ NATURE_CNN_MIN_SIZE = 36
 
 
 def resolve_torso(torso: str, obs_shape: tuple[int, ...], agent: str) -> str:
-    """ "auto" is the Nature CNN for image observations ([H, W, C]) and an MLP otherwise."""
-    if torso not in TORSOS:
-        raise ConfigError(f"agent.torso='{torso}' is not one of: {', '.join(TORSOS)}")
+    """ "auto" is the Nature CNN for image observations ([H, W, C]) and an MLP otherwise (the
+    name was checked with the agent's settings: `agent_config.check_torso`)."""
     image = len(obs_shape) == 3
     if torso == "auto":
         torso = "nature_cnn" if image else "mlp"

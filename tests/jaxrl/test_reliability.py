@@ -91,7 +91,11 @@ BAD_INPUT: list[tuple[str, tuple[str, ...], str]] = [
         "error: agent.fitness_shaping='raw' is not one of: centered_ranks, zscore",
     ),
     ("hidden-size-zero", ("agent.hidden_sizes=[0]",), "error: agent.hidden_sizes=[0]"),
-    ("unknown-activation", ("agent.activation=foo",), "error: unknown activation 'foo'"),
+    (
+        "unknown-activation",
+        ("agent.activation=foo",),
+        "error: agent.activation='foo' is not one of: tanh, relu",
+    ),
     ("budget-zero", ("budget.env_steps=0",), "error: budget.env_steps=0.0 must be a number"),
     ("budget-negative", ("budget.env_steps=-5",), "error: budget.env_steps=-5.0 must be"),
     ("budget-infinite", ("budget.env_steps=inf",), "error: budget.env_steps=inf must be"),
