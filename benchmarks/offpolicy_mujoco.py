@@ -34,6 +34,7 @@ a seed added later joins the row without rerunning the others:
 from __future__ import annotations
 
 import argparse
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -82,7 +83,7 @@ ROWS = {
     "td3-hopper": Row("td3", "hopper", seeds=(0, 1, 2, 3)),
     # Whether the paper's settings close the defaults' gap on Hopper as they did on HalfCheetah.
     "td3_paper-hopper": Row(
-        "td3", "hopper", TD3_PAPER, "TD3, the paper's settings (400-300, 1e-3, 100)", (0, 1)
+        "td3", "hopper", TD3_PAPER, "TD3, the paper's settings (400-300, 1e-3, 100)", (0, 1, 2, 3)
     ),
 }
 QUIET = ["log.tensorboard=false", "log.progress=false"]
@@ -221,8 +222,8 @@ def report(results: list[Result], args: argparse.Namespace) -> str:
     commands = "\n".join(f"* {r.row}: `{r.command}`" for r in results)
     return (
         f"# SAC and TD3 on Gymnasium MuJoCo at {args.budget:,} env steps\n\n"
-        f"`python benchmarks/offpolicy_mujoco.py --budget {args.budget}` on "
-        f"{machine()}\n\n"
+        f"`python benchmarks/offpolicy_mujoco.py {' '.join(sys.argv[1:])}` on {machine()}, from "
+        "each seed's run directory\n\n"
         + markdown_table(header, rows)
         + "\n\nOurs: the mean over seeds of the run's deterministic evaluations (`eval.episodes`"
         " episodes each), the last one at or before each mark. Zoo: RL Baselines3 Zoo's trained"

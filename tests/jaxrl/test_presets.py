@@ -41,6 +41,8 @@ def test_auto_picks_the_preset_of_the_agent_and_env() -> None:
     assert label("sac", "gym/HalfCheetah-v5") == "sac/mujoco"
     assert label("td3", "gym/Walker2d-v4") == "td3/mujoco"
     assert label("td3", "gym/HalfCheetah-v5") == "td3/halfcheetah"  # before the family's
+    assert label("td3", "gym/Hopper-v5") == "td3/hopper"  # before the family's
+    assert label("sac", "gym/Hopper-v5") == "sac/mujoco"
     assert label("ddpg", "gym/Hopper-v5") == "ddpg/mujoco"
     assert label("erl", "gym/HalfCheetah-v5") == "erl/mujoco"
     assert label("erl", "Pendulum-v1") == "erl/pendulum"
