@@ -248,8 +248,9 @@ def plot(results: list[Result], out: Path) -> None:
     import matplotlib.pyplot as plt
 
     colors = {"sac": "tab:blue", "td3": "tab:red"}
-    fig, axes = plt.subplots(1, len(ENVS), figsize=(11, 4))
-    for ax, env in zip(axes, ENVS, strict=True):
+    shown = [env for env in ENVS if any(ROWS[r.row].env == env for r in results)]
+    fig, axes = plt.subplots(1, len(shown), figsize=(5.5 * len(shown), 4), squeeze=False)
+    for ax, env in zip(axes[0], shown, strict=True):
         for r in results:
             spec = ROWS[r.row]
             if spec.env != env:
