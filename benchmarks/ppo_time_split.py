@@ -12,8 +12,8 @@ all in one process, each program compiled once and then timed `--repeats` times 
   its matrix products;
 * jaxrl's `train` as the CLI runs it (20 evaluations, checkpoints at its start and end): the
   chunks' seconds (`run_seconds`) and the whole call but the compile;
-* PureJaxRL's jitted `make_train` (with `--purejaxrl PATH`, a checkout, as in
-  `ppo_purejaxrl.py`).
+* PureJaxRL's `make_train` compiled as `ppo_purejaxrl.py` compiles it (one seed; with
+  `--purejaxrl PATH`, a checkout).
 
     python benchmarks/ppo_time_split.py [--purejaxrl ../purejaxrl] [--repeats 3]
 """
@@ -30,17 +30,10 @@ from pathlib import Path
 from typing import Any
 
 import jax
-from common import (
-    PUREJAXRL_PPO_CARTPOLE,
-    PUREJAXRL_SETTINGS,
-    REPO,
-    RESULTS,
-    machine,
-    markdown_table,
-    median_range,
-    write_report,
-)
+from common import REPO, RESULTS, machine, markdown_table, median_range, write_report
 from jax.sharding import PartitionSpec as P
+from ppo_purejaxrl import JAXRL_OVERRIDES, purejaxrl_side
+from purejaxrl_compat import load_make_train
 
 sys.path.insert(0, str(REPO))
 
@@ -140,15 +133,9 @@ def timed(program: Callable[[Any], Any], repeats: int) -> tuple[float, list[floa
 
 
 def jaxrl_train(repeats: int, workdir: Path) -> tuple[list[float], list[float]]:
-    """jaxrl's `train` in PureJaxRL's config: (chunk seconds, whole call but the compile) per
-    run, after one warm-up run."""
-    cfg = compose([
-        *PUREJAXRL_PPO_CARTPOLE,
-        *PUREJAXRL_SETTINGS,
-        f"budget.env_steps={ITERATIONS * 512}",
-        "log.progress=false",
-        "log.tensorboard=false",
-    ])  # fmt: skip
+    """jaxrl's `train` as `ppo_purejaxrl.py` runs it: (chunk seconds, whole call but the
+    compile) per run, after one warm-up run."""
+    cfg = compose(JAXRL_OVERRIDES)
     chunks, calls = [], []
     for i in range(repeats + 1):
         t = time.perf_counter()
@@ -161,12 +148,11 @@ def jaxrl_train(repeats: int, workdir: Path) -> tuple[list[float], list[float]]:
 
 
 def purejaxrl_run(checkout: Path, repeats: int) -> tuple[float, list[float]]:
-    from ppo_purejaxrl import PUREJAXRL_CONFIG
-    from purejaxrl_compat import load_make_train
-
+    """PureJaxRL's program as `ppo_purejaxrl.py` compiles it (one seed): (compile s, run
+    seconds of each call)."""
     make_train, _ = load_make_train(checkout, "ppo.py")
-    run = jax.jit(make_train(dict(PUREJAXRL_CONFIG)))
-    return timed(lambda key: run(jax.random.key_data(key))["metrics"], repeats)
+    compile_s, run = purejaxrl_side(make_train, 1)
+    return compile_s, [run()[0] for _ in range(repeats)]
 
 
 def main() -> None:
@@ -193,7 +179,10 @@ def main() -> None:
     row("jaxrl `train`: its chunks (`run_seconds`: iterations, 20 evaluations)", None, chunks)
     row("jaxrl `train`: the whole call but the compile (+ checkpoints, files)", None, calls)
     if args.purejaxrl:
-        row("PureJaxRL's ppo.py, jitted `make_train`", *purejaxrl_run(args.purejaxrl, args.repeats))
+        row(
+            "PureJaxRL's ppo.py, as `ppo_purejaxrl.py` runs it",
+            *purejaxrl_run(args.purejaxrl, args.repeats),
+        )
     table = markdown_table(["what", "compile s", "run s, median (min-max)"], rows)
     text = (
         "# Where PPO CartPole-v1's time goes (PureJaxRL's config)\n\n"
