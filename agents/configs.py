@@ -17,7 +17,6 @@ from typing import ClassVar
 
 from jaxrl import hyper
 from jaxrl.agent_config import (
-    ACTIVATION_NAMES,
     DDPG_KEYS,
     KERNEL_INIT_NAMES,
     DeterministicConfig,
@@ -26,6 +25,7 @@ from jaxrl.agent_config import (
     MixtureConfig,
     OffPolicyConfig,
     OnPolicyConfig,
+    check_activation,
     check_mlp,
     check_prioritization,
     check_torso,
@@ -114,10 +114,7 @@ class ESConfig:
             all(h >= 1 for h in self.hidden_sizes),
             f"agent.hidden_sizes={list(self.hidden_sizes)} must be positive",
         )
-        require(
-            self.activation in ACTIVATION_NAMES,
-            f"agent.activation='{self.activation}' is not one of: {', '.join(ACTIVATION_NAMES)}",
-        )
+        check_activation(self.activation)
         require(self.obs_clip > 0, f"agent.obs_clip={self.obs_clip} must be > 0")
         require(self.vbn_reference_size >= 2, "agent.vbn_reference_size must be >= 2")
         require(self.chunk_megabytes > 0, "agent.chunk_megabytes must be > 0")

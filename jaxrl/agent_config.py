@@ -29,10 +29,15 @@ def check_mlp(hidden_sizes: tuple[int, ...], activation_name: str) -> None:
         raise ConfigError(
             f"agent.hidden_sizes={list(hidden_sizes)} must be one or more positive sizes"
         )
-    if activation_name not in ACTIVATION_NAMES:
-        raise ConfigError(
-            f"agent.activation='{activation_name}' is not one of: {', '.join(ACTIVATION_NAMES)}"
-        )
+    check_activation(activation_name)
+
+
+def check_activation(name: str) -> None:
+    """ConfigError unless `agent.activation` names an activation."""
+    require(
+        name in ACTIVATION_NAMES,
+        f"agent.activation='{name}' is not one of: {', '.join(ACTIVATION_NAMES)}",
+    )
 
 
 def check_torso(torso: str) -> None:
