@@ -34,7 +34,7 @@ from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBase
 
 import agents
 import envs
-from jaxrl import distributed, presets, speedups
+from jaxrl import distributed, presets, rundir, speedups
 from jaxrl.config import (
     ConfigError,
     DistributedConfig,
@@ -319,7 +319,9 @@ def plan(overrides: list[str], run_dir: str | Path | None = None) -> tuple[RunCo
     resume = next((v for k, v in _key_values(overrides) if k == "resume" and v), None)
     if resume is not None:
         others = [o for o in overrides if _key(o) != "resume"]
-        return resumed_config(resume, others), Path(resume).expanduser()
+        cfg, path = resumed_config(resume, others), Path(resume).expanduser()
+        rundir.refuse_early(path, resume=True, check_lock=not cfg.distributed.enabled)
+        return cfg, path
     hydra_dir = [v for k, v in _key_values(overrides) if k == "hydra.run.dir"]
     others = [o for o in overrides if not _key(o).startswith(("hydra.", "hydra/"))]
     stray = [
@@ -342,6 +344,7 @@ def plan(overrides: list[str], run_dir: str | Path | None = None) -> tuple[RunCo
         )
     if chosen:
         path = Path(chosen).expanduser()
+        rundir.refuse_early(path, resume=False, check_lock=not cfg.distributed.enabled)
         cfg = dataclasses.replace(cfg, log=dataclasses.replace(cfg.log, dir=str(path)))
         return cfg, path
     return cfg, None

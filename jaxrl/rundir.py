@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import errno
 import fcntl
 import itertools
 import os
@@ -58,14 +59,7 @@ def claim(run_dir: Path, resume: bool, writer: bool = True) -> Iterator[None]:
     except OSError as e:
         raise ConfigError(f"{label}: cannot be a run directory: {_reason(e)}") from None
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            owner = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
-            raise ConfigError(
-                f"{label}: another run (process {owner}) is writing this directory; one run "
-                f"writes a run directory at a time"
-            ) from None
+        _lock_or_refuse(fd, fcntl.LOCK_EX, label)
         _refuse_a_used_directory(run_dir, resume, label)
         try:
             os.ftruncate(fd, 0)
@@ -75,6 +69,41 @@ def claim(run_dir: Path, resume: bool, writer: bool = True) -> Iterator[None]:
         yield
     finally:
         os.close(fd)  # releases the lock
+
+
+def refuse_early(run_dir: Path, resume: bool, check_lock: bool = True) -> None:
+    """`claim`'s refusals made when the command is read, writing nothing: a path that cannot
+    be a directory, a directory that holds another run or that a live run is writing is refused
+    before the env and agent are built. `claim` still decides (another run may start in
+    between). `check_lock=False` for the processes of a distributed run, whose process 0 may
+    already hold the lock for them all."""
+    label = f"resume={run_dir}" if resume else f"log.dir={run_dir}"
+    for path in (run_dir, *run_dir.parents):
+        if path.exists():
+            if not path.is_dir():
+                code = errno.EEXIST if path == run_dir else errno.ENOTDIR
+                raise ConfigError(f"{label}: cannot be a run directory: {os.strerror(code)}")
+            break
+    lock = run_dir / LOCK_FILE
+    if check_lock and lock.is_file():
+        with contextlib.suppress(FileNotFoundError, PermissionError):  # `claim` says why
+            fd = os.open(lock, os.O_RDONLY)
+            try:
+                _lock_or_refuse(fd, fcntl.LOCK_SH, label)  # taken for an instant, then let go
+            finally:
+                os.close(fd)
+    _refuse_a_used_directory(run_dir, resume, label)
+
+
+def _lock_or_refuse(fd: int, kind: int, label: str) -> None:
+    try:
+        fcntl.flock(fd, kind | fcntl.LOCK_NB)
+    except BlockingIOError:
+        owner = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+        raise ConfigError(
+            f"{label}: another run (process {owner}) is writing this directory; one run "
+            f"writes a run directory at a time"
+        ) from None
 
 
 def _refuse_a_used_directory(run_dir: Path, resume: bool, label: str) -> None:

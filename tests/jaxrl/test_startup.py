@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from cli_helpers import REPO
@@ -17,6 +18,8 @@ from hydra.core.config_store import ConfigStore
 
 import agents
 from jaxrl import cli
+from jaxrl.config import to_dict
+from jaxrl.rundir import CHECKPOINTS, claim
 
 ENV_FAMILIES = ("envs.gymnax_envs", "envs.brax_envs", "envs.gym_pool", "envs.atari")
 SIMULATORS = ("gymnax", "brax", "gymnasium", "ale_py", "pybullet")
@@ -25,6 +28,11 @@ PLOTTING = ("seaborn", "matplotlib", "scipy.stats", "pandas")  # imported by gym
 
 def modules_after(code: str, must_succeed: bool = False) -> list[str]:
     """Every module a fresh interpreter has imported once `code` ran (or exited)."""
+    return _run_and_list_modules(code, must_succeed)[0]
+
+
+def _run_and_list_modules(code: str, must_succeed: bool) -> tuple[list[str], str, int]:
+    """The modules imported, the rest of stderr, and the exit status."""
     script = "\n".join(
         [
             "import atexit, json, sys",
@@ -40,14 +48,21 @@ def modules_after(code: str, must_succeed: bool = False) -> list[str]:
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=env
     )
     assert result.returncode == 0 or not must_succeed, result.stderr
-    return json.loads(result.stderr.strip().splitlines()[-1])
+    *said, modules = result.stderr.strip().splitlines()
+    return json.loads(modules), "\n".join(said), result.returncode
 
 
 def cli_modules(*args: str) -> list[str]:
     """The modules `python -m jaxrl.run <args>` imports (run_module: the same entry point)."""
-    return modules_after(
+    return cli_refusal(*args)[0]
+
+
+def cli_refusal(*args: str) -> tuple[list[str], str, int]:
+    """`cli_modules`, with what the command printed on stderr and its exit status."""
+    return _run_and_list_modules(
         f"import runpy; sys.argv = ['jaxrl.run', *{list(args)!r}]; "
-        "runpy.run_module('jaxrl.run', run_name='__main__', alter_sys=True)"
+        "runpy.run_module('jaxrl.run', run_name='__main__', alter_sys=True)",
+        must_succeed=False,
     )
 
 
@@ -81,6 +96,30 @@ def test_bad_input_is_answered_without_jax() -> None:
     for bad in (["agent=ppo", "agent.gamma=1.5"], ["agent=dqn", "agent.frame_storage=x"]):
         modules = cli_modules(*bad)
         assert "jax" not in modules and of_agents(modules) == ["agents.configs"], bad
+
+
+def test_a_run_directory_that_cannot_be_used_is_refused_without_jax(tmp_path: Path) -> None:
+    """A `log.dir` that is a file, holds a run or is being written by a live run (here: this
+    process holds its lock), and a `resume=` of a directory being written, are refused when the
+    command is read, before the env and agent (and JAX) are built."""
+    a_file, used, live = tmp_path / "file", tmp_path / "used", tmp_path / "live"
+    a_file.write_text("")
+    (used / CHECKPOINTS / "128").mkdir(parents=True)
+    live.mkdir()
+    (live / "config.json").write_text(
+        json.dumps(to_dict(cli.compose(["agent=ppo", f"log.dir={live}"])))
+    )
+    with claim(live, resume=True):
+        for args, said in (
+            (["agent=ppo", f"log.dir={a_file}"], "cannot be a run directory: File exists"),
+            (["agent=ppo", f"log.dir={a_file}/run"], "cannot be a run directory: Not a directory"),
+            (["agent=ppo", f"log.dir={used}"], "already holds a run; continue it with resume="),
+            (["agent=ppo", f"log.dir={live}"], f"another run (process {os.getpid()}) is writing"),
+            ([f"resume={live}"], f"another run (process {os.getpid()}) is writing"),
+        ):
+            modules, stderr, status = cli_refusal(*args)
+            assert status == 2 and stderr.startswith("error: ") and said in stderr, (args, stderr)
+            assert "jax" not in modules and of_agents(modules) == ["agents.configs"], args
 
 
 def test_a_composition_imports_no_agent_module() -> None:
