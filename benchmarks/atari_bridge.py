@@ -46,7 +46,8 @@ import numpy as np
 from common import RESULTS, fmt, load_note, machine, markdown_table
 
 import envs
-from envs.atari import AtariConfig, AtariPool, vector_env
+from envs.atari import AtariPool, vector_env
+from envs.configs import AtariConfig
 from envs.host import host_errors
 from jaxrl import speedups
 from jaxrl.env import Env, random_actions

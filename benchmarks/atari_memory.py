@@ -30,7 +30,7 @@ from common import (
 
 import envs
 from agents.dqn import DQNConfig, make_dqn
-from envs.atari import AtariConfig
+from envs.configs import AtariConfig
 from jaxrl import frame_replay
 from jaxrl.prng import make_key
 

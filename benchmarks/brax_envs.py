@@ -20,7 +20,8 @@ import jax
 from common import RESULTS, fmt, machine, markdown_table
 
 import envs
-from envs.brax_envs import BraxEnv, BraxEnvConfig
+from envs.brax_envs import BraxEnv
+from envs.configs import BraxEnvConfig
 from jaxrl.env import Env, random_actions
 
 DEFAULT_OUT = RESULTS / "brax_envs.md"

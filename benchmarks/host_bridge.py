@@ -58,8 +58,9 @@ from jax.experimental import io_callback
 from jax.experimental.buffer_callback import buffer_callback
 
 import envs
+from envs.configs import HostEnvConfig
 from envs.gym_pool import GymnasiumPool
-from envs.host import HostEnv, HostEnvConfig, HostStep
+from envs.host import HostEnv, HostStep
 from jaxrl import speedups
 from jaxrl.env import random_actions
 from jaxrl.prng import make_key

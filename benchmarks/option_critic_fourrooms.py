@@ -32,11 +32,11 @@ import jax
 
 import envs
 from agents import option_critic
+from envs.configs import FourRoomsConfig
 from envs.fourrooms import (
     EAST_DOORWAY_GOAL,
     NUM_CELLS,
     TRANSFER_GOALS,
-    FourRoomsConfig,
     draw_grid,
     shortest_path_lengths,
 )

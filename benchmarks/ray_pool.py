@@ -30,8 +30,7 @@ import numpy as np
 from common import RESULTS, fmt, load_note, machine, markdown_table, write_report_if_quiet
 
 import envs
-from envs.atari import AtariConfig
-from envs.host import HostEnvConfig, HostPoolConfig, RayConfig
+from envs.configs import AtariConfig, HostEnvConfig, HostPoolConfig, RayConfig
 from envs.ray_pool import connect
 
 DEFAULT_OUT = RESULTS / "ray_pool.md"

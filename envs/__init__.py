@@ -60,7 +60,8 @@ GYMNAX_MAX_EPISODE_STEPS = {
 
 # Our own JAX-native envs (envs/fourrooms.py), with their episode caps: four-rooms cuts episodes
 # at 1000 steps as Bacon, Harb & Precup's transfer experiment did.
-FOURROOMS_MAX_EPISODE_STEPS = {"FourRooms-v0": 1000}
+FOURROOMS = "FourRooms-v0"
+FOURROOMS_MAX_EPISODE_STEPS = {FOURROOMS: 1000}
 
 # Our JAX-native envs with hybrid (parameterised) actions (envs/hybrid.py), with the episode caps
 # HyAR (Li et al. 2022) ran them with; each env's module says where its cap comes from.
@@ -104,12 +105,12 @@ def check_id(env_id: str) -> None:
         return
     namespace = _host_namespace(env_id)
     if namespace == "ALE":
-        from envs.atari import rom
+        from envs.host_ids import rom
 
         rom(env_id)  # ConfigError with close matches unless it is a game
         return
     if namespace is not None:
-        from envs.gym_pool import check_gymnasium_id
+        from envs.host_ids import check_gymnasium_id
 
         check_gymnasium_id(env_id)
         return
@@ -128,23 +129,23 @@ def config_for(env_id: str) -> EnvConfig:
     """The default env config of a name, of its family's config class."""
     namespace = _host_namespace(env_id)
     if namespace == "ALE":
-        from envs.atari import AtariConfig
+        from envs.configs import AtariConfig
 
         return AtariConfig(id=env_id)
     if namespace is not None:
-        from envs.host import HostEnvConfig
+        from envs.configs import HostEnvConfig
 
         return HostEnvConfig(id=env_id)
     if env_id in BRAX:
-        from envs.brax_envs import BraxEnvConfig
+        from envs.configs import BraxEnvConfig
 
         return BraxEnvConfig(id=env_id)
     if env_id in FOURROOMS_MAX_EPISODE_STEPS:
-        from envs.fourrooms import FourRoomsConfig
+        from envs.configs import FourRoomsConfig
 
         return FourRoomsConfig(id=env_id)
     if env_id == HARDMOVE:
-        from envs.hybrid import HardMoveConfig
+        from envs.configs import HardMoveConfig
 
         return HardMoveConfig(id=env_id)
     if env_id in _jax_native():
@@ -172,7 +173,8 @@ def make(cfg: EnvConfig, num_envs: int | None = None) -> Env:
 
         return make_gymnax(cfg.id, n, cfg.max_episode_steps)
     if namespace is None:
-        from envs.brax_envs import DEFAULT_BACKEND, BraxEnvConfig, make_brax
+        from envs.brax_envs import make_brax
+        from envs.configs import DEFAULT_BACKEND, BraxEnvConfig
 
         backend = cfg.backend if isinstance(cfg, BraxEnvConfig) else DEFAULT_BACKEND
         return make_brax(cfg.id, n, cfg.max_episode_steps, backend)

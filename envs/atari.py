@@ -55,100 +55,24 @@ Evaluation should report the game score: build the evaluation pool from `evaluat
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import functools
 from typing import Any
 
 import numpy as np
 
-from envs.host import HostPoolConfig, HostStep
-from jaxrl.config import ConfigError, require
+from envs.configs import AtariConfig
+from envs.host import HostStep
+from envs.host_ids import rom
+from jaxrl.config import require
 from jaxrl.datatypes import Box, Discrete, EnvSpec
 
-PREFIX = "ALE/"
-# Frames per episode before truncation, as in Gymnasium's v5 ids and Machado et al. (2018).
-MAX_EPISODE_FRAMES = 108_000
 # ALE's own frame cap is lifted out of reach (see the module docstring: the pool truncates).
 _ALE_FRAME_CAP = 2**30
-
-
-@dataclasses.dataclass(frozen=True)
-class AtariConfig(HostPoolConfig):
-    """Preprocessing options of the Atari family: `env=ALE/Pong-v5 env.episodic_life=false`.
-
-    `env.pool=sync` steps the games on ALE's threads in this process, `ray` splits them among Ray
-    actors (each with ALE's threads)."""
-
-    id: str = "ALE/Breakout-v5"
-    frame_skip: int = 4  # emulator frames per agent step; the observation max-pools the last two
-    frame_stack: int = 4  # grey frames per observation (the channel axis)
-    screen_size: int = 84  # frames are resized to screen_size × screen_size
-    noop_max: int = 30  # a reset plays a random number (< noop_max) of no-ops
-    fire_reset: bool = True  # press FIRE on reset where the game has it
-    episodic_life: bool = True  # a life loss is `terminated` for the learner (training only)
-    clip_rewards: bool = True  # the learner's reward is the sign of the game's (training only)
-    repeat_action_probability: float = 0.25  # sticky actions; 0 for the DQN papers' setting
-    full_action_space: bool = False  # all 18 joystick actions instead of the game's minimal set
-    threads: int = 0  # ALE worker threads; 0: one per env up to the core count
-
-    def pool_modes(self) -> tuple[str, ...]:
-        return ("sync", "ray")
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        for name in ("frame_skip", "frame_stack", "screen_size"):
-            value = getattr(self, name)
-            require(value >= 1, f"env.{name}={value} must be >= 1")
-        require(self.noop_max >= 0, f"env.noop_max={self.noop_max} must be >= 0")
-        require(
-            0.0 <= self.repeat_action_probability <= 1.0,
-            f"env.repeat_action_probability={self.repeat_action_probability} must be in [0, 1]",
-        )
-        require(self.threads >= 0, f"env.threads={self.threads} must be >= 0 (0: automatic)")
-
-    @property
-    def episode_steps(self) -> int:
-        """The agent-step cap: `max_episode_steps`, or 108,000 frames' worth of steps."""
-        return self.max_episode_steps or MAX_EPISODE_FRAMES // self.frame_skip
 
 
 def evaluation_config(cfg: AtariConfig) -> AtariConfig:
     """The same games scored as games: whole-game episodes and unclipped rewards."""
     return dataclasses.replace(cfg, episodic_life=False, clip_rewards=False)
-
-
-@functools.cache
-def atari_games() -> dict[str, str]:
-    """`ALE/<Game>-v5` id -> ALE ROM name, for every image-observation v5 id ale_py registers
-    with Gymnasium (empty without ale_py)."""
-    try:
-        import ale_py
-        import gymnasium
-    except ImportError:
-        return {}
-    gymnasium.register_envs(ale_py)
-    return {
-        env_id: spec.kwargs["game"]
-        for env_id, spec in gymnasium.registry.items()
-        if env_id.startswith(PREFIX)
-        and env_id.endswith("-v5")
-        and spec.kwargs.get("obs_type", "rgb") == "rgb"
-    }
-
-
-def rom(env_id: str) -> str:
-    """The ROM name of an `ALE/<Game>-v5` id; ConfigError (with close matches) otherwise."""
-    games = atari_games()
-    if not games:
-        raise ConfigError(f"env '{env_id}' needs ale-py: pip install 'jaxrl[atari]'")
-    if env_id not in games:
-        close = difflib.get_close_matches(env_id, games, n=3)
-        hint = f"did you mean {', '.join(close)}? " if close else ""
-        raise ConfigError(
-            f"env '{env_id}' is not an Atari game; {hint}valid: ALE/<Game>-v5 for the "
-            f"{len(games)} games of envs.atari.atari_games(), e.g. ALE/Breakout-v5, ALE/Pong-v5"
-        )
-    return games[env_id]
 
 
 def vector_env(cfg: AtariConfig, num_envs: int) -> Any:

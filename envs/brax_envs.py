@@ -24,7 +24,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from envs import BRAX
-from jaxrl.config import ConfigError, EnvConfig, require
+from envs.configs import DEFAULT_BACKEND, DEFAULT_EPISODE_STEPS, check_backend
+from jaxrl.config import ConfigError
 from jaxrl.datatypes import Array, Box, EnvSpec, Key, TimeStep
 from jaxrl.env import episode_info
 
@@ -33,34 +34,8 @@ logger = logging.getLogger(__name__)
 PREFIX = "brax/"
 # Our name -> Brax's registry name.
 BRAX_NAMES = {name: name.removeprefix(PREFIX) for name in BRAX}
-BACKENDS = ("generalized", "positional", "spring", "mjx")
-# Brax's own defaults: every env is built with the `generalized` pipeline, and
-# `brax.envs.create` cuts every episode at 1000 steps (Gymnasium's Reacher-v5: 50, Pusher-v5: 100).
-DEFAULT_BACKEND = "generalized"
-DEFAULT_EPISODE_STEPS = 1000
 # Each env's cached initial state is redrawn at least this often (in steps); see `BraxEnv`.
 REFRESH_PERIOD = 16
-
-
-@dataclasses.dataclass(frozen=True)
-class BraxEnvConfig(EnvConfig):
-    """Env options of the Brax family; `env=brax/hopper env.backend=positional`."""
-
-    id: str = "brax/hopper"
-    # Physics pipeline: generalized (Brax's default, closest to MuJoCo among Brax's own), positional
-    # and spring (cheaper approximations, faster on CPU), mjx (MuJoCo's own solver in JAX).
-    backend: str = DEFAULT_BACKEND
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_backend(self.backend)
-
-
-def check_backend(backend: str) -> None:
-    require(
-        backend in BACKENDS,
-        f"env.backend='{backend}' is not a Brax physics backend; valid: {', '.join(BACKENDS)}",
-    )
 
 
 def brax_available() -> bool:

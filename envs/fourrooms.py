@@ -50,12 +50,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from envs import FOURROOMS_MAX_EPISODE_STEPS
-from jaxrl.config import EnvConfig, require
+from envs import FOURROOMS, FOURROOMS_MAX_EPISODE_STEPS
+from envs.configs import FourRoomsConfig
 from jaxrl.datatypes import Array, Box, Discrete, EnvSpec, Key, TimeStep
 from jaxrl.env import EnvCore, episode_info
 
-NAME = "FourRooms-v0"
+NAME = FOURROOMS
 # '#' wall, '.' free; Sutton, Precup & Singh (1999)'s layout, as the reference draws it.
 LAYOUT = """\
 #############
@@ -102,43 +102,7 @@ LOWER_RIGHT_ROOM: np.ndarray = CELL_INDEX[8:12, 7:12].ravel()
 # and its west doorway (10, 6): 68-72, 78-82, 88-93, 99-103.
 TRANSFER_GOALS: np.ndarray = np.sort(np.append(LOWER_RIGHT_ROOM, CELL_INDEX[10, 6]))
 
-OBSERVATIONS = ("onehot", "grid")
-SLIP_RULES = ("other_direction", "empty_neighbor")
-PAPER_GOAL_SWITCH_EPISODES = 1000
 RENDER_FPS = 10
-
-
-@dataclasses.dataclass(frozen=True)
-class FourRoomsConfig(EnvConfig):
-    """Env options of four-rooms; `env=FourRooms-v0 env.goal_switch_episodes=1000` is the paper's
-    transfer experiment."""
-
-    id: str = NAME
-    observation: str = "onehot"  # onehot: float32[104]; grid: float32[13, 13, 3]
-    slip_prob: float = 1 / 3  # chance that a move goes astray (see slip_rule)
-    slip_rule: str = "other_direction"  # other_direction (the paper's text) | empty_neighbor
-    goal_switch_episodes: int = 0  # from this episode on the goal moves; 0: never; paper: 1000
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        require(
-            self.observation in OBSERVATIONS,
-            f"env.observation='{self.observation}' is not a four-rooms observation; valid: "
-            f"{', '.join(OBSERVATIONS)}",
-        )
-        require(
-            0.0 <= self.slip_prob <= 1.0,
-            f"env.slip_prob={self.slip_prob} must be a probability in [0, 1]",
-        )
-        require(
-            self.slip_rule in SLIP_RULES,
-            f"env.slip_rule='{self.slip_rule}' is not a slip rule; valid: {', '.join(SLIP_RULES)}",
-        )
-        require(
-            self.goal_switch_episodes >= 0,
-            f"env.goal_switch_episodes={self.goal_switch_episodes} must be >= 0 (0: the goal "
-            f"never moves; the paper's transfer: {PAPER_GOAL_SWITCH_EPISODES})",
-        )
 
 
 def shortest_path_lengths(goal: int) -> np.ndarray:

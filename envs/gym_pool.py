@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import importlib
 import multiprocessing
 import signal
 import warnings
@@ -31,15 +30,13 @@ from gymnasium import spaces as gym_spaces
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode
 from gymnasium.vector.utils import batch_space, iterate
 
-from envs.host import HostEnv, HostEnvConfig, HostEnvError, HostStep
+from envs.configs import HostEnvConfig
+from envs.host import HostEnv, HostEnvError, HostStep
+from envs.host_ids import EXTRAS, GYM_PREFIX, check_gymnasium_id, gymnasium_id
 from envs.ray_pool import pool_factory
 from jaxrl.config import ConfigError
 from jaxrl.datatypes import Box, Discrete, EnvSpec, Hybrid, Space
 
-GYM_PREFIX = "gym/"
-# Our Gymnasium namespaces: the module whose import registers them (in every worker too).
-NAMESPACES = {"bullet": "envs.bullet", "pixel": "envs.pixel"}
-EXTRAS = {"bullet": "bullet", "pixel": "host", "ALE": "atari"}
 LOCAL_POOL_MODES = ("sync", "async")  # what GymnasiumPool runs; `ray` pools wrap sync ones
 START_METHOD = "spawn"  # forking a process that runs JAX's threads can deadlock
 WORKER_EXIT_SECONDS = 2.0  # how long a worker whose pipe closed may take to be reported dead
@@ -51,39 +48,6 @@ warnings.filterwarnings(
     message=r".*ERROR: (Traceback|Received the following error|Raising the last exception)",
     category=UserWarning,
 )
-
-
-def gymnasium_id(env_id: str) -> str:
-    """Our name -> the id `gymnasium.make` takes, with the registering module for our namespaces
-    (`bullet/CartPole-v0` -> `envs.bullet:bullet/CartPole-v0`) so workers can make it too."""
-    gym_id = env_id.removeprefix(GYM_PREFIX)
-    namespace = gym_id.partition("/")[0] if "/" in gym_id else ""
-    if namespace in NAMESPACES:
-        return f"{NAMESPACES[namespace]}:{gym_id}"
-    return gym_id
-
-
-def check_gymnasium_id(env_id: str) -> None:
-    """ConfigError unless `env_id` names a Gymnasium env this process can make."""
-    gym_id = gymnasium_id(env_id)
-    module, _, bare = gym_id.rpartition(":")
-    namespace = bare.partition("/")[0] if "/" in bare else ""
-    try:
-        if module:
-            importlib.import_module(module)
-        elif namespace == "ALE":
-            import ale_py
-
-            gymnasium.register_envs(ale_py)
-    except ImportError as e:
-        extra = EXTRAS.get(namespace, "host")
-        raise ConfigError(
-            f"env '{env_id}' needs {e.name or 'a missing module'}: pip install -e \".[{extra}]\""
-        ) from None
-    try:
-        gymnasium.spec(bare)
-    except gymnasium.error.Error as e:
-        raise ConfigError(f"unknown env '{env_id}': {e}") from None
 
 
 def _observation(space: gym_spaces.Space, name: str) -> tuple[Box, Callable[[Any], np.ndarray]]:

@@ -47,13 +47,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from envs import HYBRID_MAX_EPISODE_STEPS
+from envs.configs import DEFAULT_NUM_ACTUATORS, MAX_NUM_ACTUATORS
 from jaxrl.datatypes import Array, Key
 from jaxrl.env import EnvCore
 
 NAME = "HardMove-v0"
 MAX_EPISODE_STEPS = HYBRID_MAX_EPISODE_STEPS[NAME]
-DEFAULT_NUM_ACTUATORS = 4
-MAX_NUM_ACTUATORS = 16  # 65,536 choices: any more and the choice table itself is the problem
+
 
 START_RANGE = 1.0  # agent and target start uniform in [-1, 1]^2
 TARGET_RADIUS = 0.2

@@ -56,7 +56,8 @@ import numpy as np
 from jax.experimental import io_callback
 from jax.experimental.buffer_callback import buffer_callback
 
-from jaxrl.config import EnvConfig, require
+from envs.configs import CALLBACKS
+from jaxrl.config import require
 from jaxrl.datatypes import Action, Array, EnvSpec, Key, TimeStep
 from jaxrl.env import episode_info
 
@@ -100,82 +101,7 @@ class HostEnvError(RuntimeError):
     message names the env and carries the env's own message."""
 
 
-POOL_MODES = ("sync", "async", "ray")
-CALLBACKS = ("auto", "buffer", "io")
 SEED_MODULUS = 2**30  # pools get seeds below this (headroom for seed + env index in int32)
-
-
-@dataclasses.dataclass(frozen=True)
-class RayConfig:
-    """Where `env.pool=ray` puts its workers (envs/ray_pool.py): `env.ray.num_workers=4`."""
-
-    # null: the cluster this machine knows of (RAY_ADDRESS, or one `ray start` began here), else
-    # a new local one; `auto`: such a cluster or an error; `local`: always a new local cluster;
-    # `HOST:PORT`: that cluster's head.
-    address: str | None = None
-    num_workers: int = 2  # Ray actors per pool; the pool's envs are split evenly among them
-    # CPUs each actor reserves. 0: none reserved, actors are spread over the cluster's nodes
-    # regardless of its CPUs; 1: at most one actor per CPU (one that cannot be placed within
-    # env.timeout is reported).
-    cpus_per_worker: float = 0.0
-
-    def __post_init__(self) -> None:
-        require(self.num_workers >= 1, f"env.ray.num_workers={self.num_workers} must be >= 1")
-        require(
-            self.cpus_per_worker >= 0,
-            f"env.ray.cpus_per_worker={self.cpus_per_worker} must be >= 0",
-        )
-
-
-@dataclasses.dataclass(frozen=True)
-class HostPoolConfig(EnvConfig):
-    """How a host family's pools are run, shared by `gym/`, `bullet/`, `pixel/` and `ALE/` ids."""
-
-    # sync: the pool's envs step in this process (ALE's pool: on ALE's own threads); async: one
-    # worker process per env; ray: the envs split among Ray actors (envs/ray_pool.py), on this
-    # machine or a cluster.
-    pool: str = "sync"
-    # async and ray pools: seconds to wait for the workers' answer before raising HostEnvError;
-    # null: wait forever. A dead worker is reported at once either way.
-    timeout: float | None = 60.0
-    ray: RayConfig = dataclasses.field(default_factory=RayConfig)
-    # How the compiled program calls the pool: auto (buffer_callback on CPU, io_callback on GPU
-    # and TPU), buffer or io (benchmarks/results/host_bridge.md compares them; io on a CPU runs
-    # the accelerators' path).
-    callback: str = "auto"
-
-    def pool_modes(self) -> tuple[str, ...]:
-        """The `env.pool` values this family runs."""
-        return POOL_MODES
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        modes = self.pool_modes()
-        require(
-            self.pool in modes,
-            f"env.pool='{self.pool}' is not a pool mode of env '{self.id}'; valid: "
-            f"{', '.join(modes)}",
-        )
-        require(
-            self.timeout is None or self.timeout > 0,
-            f"env.timeout={self.timeout} must be > 0 seconds (or null: wait forever)",
-        )
-        require(
-            self.callback in CALLBACKS,
-            f"env.callback='{self.callback}' is not one of: {', '.join(CALLBACKS)}",
-        )
-
-
-@dataclasses.dataclass(frozen=True)
-class HostEnvConfig(HostPoolConfig):
-    """Env options of the Gymnasium families: `env=gym/Hopper-v5 env.pool=async env.num_envs=8`.
-
-    async suits envs whose step costs more than the inter-process round trip (MuJoCo, Box2D,
-    PyBullet, pixels); sync suits cheap ones (classic control)."""
-
-    id: str = "gym/CartPole-v1"
-    # Keyword arguments for `gymnasium.make`, e.g. `+env.kwargs.continuous=true`.
-    kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
 def seed_from_key_data(data: np.ndarray) -> int:

@@ -11,50 +11,17 @@ for evaluations to average. Hard Move takes its number of actuators as a keyword
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
 import numpy as np
 
-from envs import HARDMOVE, HYBRID_MAX_EPISODE_STEPS, catchpoint, goal, hardmove, platform
-from jaxrl.config import EnvConfig, require
+from envs import HYBRID_MAX_EPISODE_STEPS, catchpoint, goal, hardmove, platform
+from envs.configs import HardMoveConfig
+from jaxrl.config import EnvConfig
 from jaxrl.datatypes import Array, Box, Discrete, EnvSpec, Hybrid
 from jaxrl.env import EnvCore, VectorEnv
-
-HARDMOVE_KWARGS = ("num_actuators",)
-
-
-@dataclasses.dataclass(frozen=True)
-class HardMoveConfig(EnvConfig):
-    """Env options of Hard Move, as keywords (as HyAR passes them to its env):
-    `env.kwargs.num_actuators=n` (or `+env.kwargs...`) gives 2^n choices (default 4; HyAR's paper
-    ran 4 to 10)."""
-
-    id: str = HARDMOVE
-    kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        for key in self.kwargs:
-            require(
-                key in HARDMOVE_KWARGS,
-                f"env.kwargs.{key} is not an option of {HARDMOVE}; valid: "
-                f"{', '.join(HARDMOVE_KWARGS)}",
-            )
-        n = self.num_actuators
-        whole = isinstance(n, int) and not isinstance(n, bool)  # Hydra reads `true` as a bool
-        require(
-            whole and 1 <= n <= hardmove.MAX_NUM_ACTUATORS,
-            f"env.kwargs.num_actuators={n!r} must be a whole number of actuators in "
-            f"[1, {hardmove.MAX_NUM_ACTUATORS}] (default {hardmove.DEFAULT_NUM_ACTUATORS}; "
-            f"HyAR's paper: 4 to 10)",
-        )
-
-    @property
-    def num_actuators(self) -> int:
-        return self.kwargs.get("num_actuators", hardmove.DEFAULT_NUM_ACTUATORS)
 
 
 class HybridGame(NamedTuple):

@@ -34,14 +34,8 @@ from typing import Any
 
 import numpy as np
 
-from envs.host import (
-    HostEnvError,
-    HostPoolConfig,
-    HostStep,
-    PoolFactory,
-    RayConfig,
-    close_all_pools,
-)
+from envs.configs import HostPoolConfig, RayConfig
+from envs.host import HostEnvError, HostStep, PoolFactory, close_all_pools
 from jaxrl import interrupt
 from jaxrl.config import ConfigError
 

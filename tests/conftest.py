@@ -113,7 +113,7 @@ def ray_cluster() -> Iterator[str]:
     import ray
     from cli_helpers import RAY_TEST_CPUS, pythonpath
 
-    from envs.host import RayConfig
+    from envs.configs import RayConfig
     from envs.ray_pool import connect
 
     with socket.socket() as probe:

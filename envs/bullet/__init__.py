@@ -17,11 +17,32 @@ No JAX here: these envs run on the host, reached from compiled code through `env
 
 from __future__ import annotations
 
+import os
+import sys
+
 import gymnasium
 
-from envs.bullet.balancing_plate import BalancingPlateEnv
-from envs.bullet.cartpole import CartPoleBulletEnv
-from envs.bullet.racecar import RaceCarEnv
+
+def _import_pybullet_quietly() -> None:
+    """pybullet's import prints its build time on stderr from C: a second line under every
+    one-line refusal of a `bullet/` run, and noise in every run and worker. Imported here first,
+    with that file descriptor pointed at /dev/null; the env modules' imports then find it loaded."""
+    sys.stderr.flush()
+    saved, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 2)
+        import pybullet  # noqa: F401
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
+
+
+_import_pybullet_quietly()
+
+from envs.bullet.balancing_plate import BalancingPlateEnv  # noqa: E402
+from envs.bullet.cartpole import CartPoleBulletEnv  # noqa: E402
+from envs.bullet.racecar import RaceCarEnv  # noqa: E402
 
 __all__ = ["IDS", "BalancingPlateEnv", "CartPoleBulletEnv", "RaceCarEnv"]
 

@@ -27,7 +27,7 @@ from agents.dqn import (
     td_loss,
     td_target,
 )
-from envs.host import HostEnvConfig
+from envs.configs import HostEnvConfig
 from jaxrl.cli import compose
 from jaxrl.config import ConfigError, EnvConfig
 from jaxrl.datatypes import Box, Discrete, EnvSpec, Transition
@@ -465,7 +465,7 @@ def test_atari_breakout_smoke_and_frame_storage():
     losses. Checked first on the full buffer: every stored next_obs is obs shifted by one frame,
     at life losses (terminated) and game ends too, which is what makes both layouts exact."""
     pytest.importorskip("ale_py")
-    from envs.atari import AtariConfig
+    from envs.configs import AtariConfig
     from jaxrl import frame_replay
     from jaxrl.offpolicy import shift_in_newest_frame
 

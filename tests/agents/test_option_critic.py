@@ -20,13 +20,8 @@ import envs
 import jaxrl
 from agents import configs
 from agents import option_critic as oc
-from envs.fourrooms import (
-    EAST_DOORWAY_GOAL,
-    NUM_CELLS,
-    TRANSFER_GOALS,
-    FourRoomsConfig,
-    shortest_path_lengths,
-)
+from envs.configs import FourRoomsConfig
+from envs.fourrooms import EAST_DOORWAY_GOAL, NUM_CELLS, TRANSFER_GOALS, shortest_path_lengths
 from jaxrl.cli import compose
 from jaxrl.config import ConfigError, EnvConfig
 from jaxrl.datatypes import Array, Box, Discrete, EnvSpec, TimeStep

@@ -13,13 +13,8 @@ import pytest
 pytest.importorskip("ale_py")
 
 import envs
-from envs.atari import (
-    AtariConfig,
-    AtariPool,
-    atari_spec,
-    evaluation_config,
-    make_atari_pool,
-)
+from envs.atari import AtariPool, atari_spec, evaluation_config, make_atari_pool
+from envs.configs import AtariConfig
 from envs.host import HostStep, seed_from_key
 from jaxrl.config import ConfigError
 from jaxrl.prng import make_key

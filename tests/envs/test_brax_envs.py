@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 
 import envs
-from envs.brax_envs import BraxEnv, BraxEnvConfig, make_brax
+from envs.brax_envs import BraxEnv, make_brax
+from envs.configs import BraxEnvConfig
 from jaxrl.cli import compose
 from jaxrl.config import ConfigError
 from jaxrl.datatypes import Box, EnvSpec, TimeStep

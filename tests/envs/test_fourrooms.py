@@ -15,6 +15,7 @@ import pytest
 from cli_helpers import QUICK_PPO, cli, error_lines
 
 import envs
+from envs.configs import FourRoomsConfig
 from envs.fourrooms import (
     AGENT_RGB,
     CELL_INDEX,
@@ -28,7 +29,6 @@ from envs.fourrooms import (
     TRANSFER_GOALS,
     WALL_RGB,
     WALLS,
-    FourRoomsConfig,
     FourRoomsEnv,
     FourRoomsState,
     GridRenderer,

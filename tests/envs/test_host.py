@@ -25,8 +25,9 @@ from learning import assert_mean_at_least
 import envs
 import jaxrl
 from envs import host
+from envs.configs import HostEnvConfig
 from envs.gym_pool import GymnasiumPool, make_gymnasium
-from envs.host import HostEnv, HostEnvConfig, HostEnvError, host_errors, seed_from_key
+from envs.host import HostEnv, HostEnvError, host_errors, seed_from_key
 from jaxrl.cli import compose
 from jaxrl.config import ConfigError, EnvConfig
 from jaxrl.datatypes import Box, Hybrid

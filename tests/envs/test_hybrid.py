@@ -16,7 +16,7 @@ import pytest
 
 import envs
 from envs import catchpoint, goal, hardmove, platform
-from envs.hybrid import HardMoveConfig
+from envs.configs import HardMoveConfig
 from jaxrl.cli import compose
 from jaxrl.config import ConfigError, EnvConfig
 from jaxrl.datatypes import Hybrid

@@ -37,8 +37,8 @@ from cli_helpers import (
 
 import envs
 from envs import ray_pool
-from envs.atari import AtariConfig
-from envs.host import HostEnvConfig, HostEnvError, RayConfig, host_errors
+from envs.configs import AtariConfig, HostEnvConfig, RayConfig
+from envs.host import HostEnvError, host_errors
 from jaxrl.cli import compose
 from jaxrl.config import ConfigError
 from jaxrl.prng import make_key
@@ -178,7 +178,8 @@ def test_closing_a_pool_after_ray_is_shut_down_does_not_join_the_cluster_again(r
     script = f"""
 import jax, ray
 import envs
-from envs.host import HostEnvConfig, RayConfig, host_errors
+from envs.host import host_errors
+from envs.configs import HostEnvConfig, RayConfig
 from jaxrl.prng import make_key
 env = envs.make(HostEnvConfig(id="gym/CartPole-v1", pool="ray", ray=RayConfig({ray_cluster!r})), 2)
 with host_errors():

@@ -157,6 +157,17 @@ BAD_INPUT: list[tuple[str, tuple[str, ...], str]] = [
         "error: env.timeout=-1.0 must be > 0 seconds",
     ),
     (
+        # pybullet's import prints a line on stderr: kept from the one-line answer.
+        "bullet-timeout-zero",
+        ("env=bullet/CartPole-v0", "env.timeout=0"),
+        "error: env.timeout=0.0 must be > 0 seconds",
+    ),
+    (
+        "atari-frame-skip-zero",
+        ("env=ALE/Pong-v5", "env.frame_skip=0"),
+        "error: env.frame_skip=0 must be >= 1",
+    ),
+    (
         "unknown-brax-backend",
         ("env=brax/hopper", "env.backend=foo"),
         "error: env.backend='foo' is not a Brax physics backend",

@@ -92,6 +92,18 @@ def test_bad_input_is_answered_without_jax() -> None:
     for bad in ("agent=nope", "env=Nope-v0"):
         modules = cli_modules(bad)
         assert "jax" not in modules and not of_agents(modules), bad
+    # An env setting, a misspelt host env: checked by envs.configs and envs.host_ids alone.
+    for bad in (
+        ["env=gym/CartPole-v1", "env.pool=foo"],
+        ["env=gym/CartPol-v1"],
+        ["env=ALE/Pong-v5", "env.frame_skip=0"],
+        ["env=bullet/CartPole-v0", "env.timeout=0"],
+        ["env=brax/hopper", "env.backend=foo"],
+        ["env=HardMove-v0", "+env.kwargs.num_actuators=99"],
+    ):
+        modules = cli_modules("agent=ppo", *bad)
+        assert "jax" not in modules and "brax" not in modules, bad
+        assert not [m for m in modules if m in ("envs.host", "envs.atari", "envs.gym_pool")], bad
     # A setting the agent's config refuses: checked by its settings alone.
     for bad in (["agent=ppo", "agent.gamma=1.5"], ["agent=dqn", "agent.frame_storage=x"]):
         modules = cli_modules(*bad)
