@@ -111,22 +111,25 @@ def _filled_rows(buffer: ReplayState) -> int:
 def _host_parts(x: jax.Array, batch_axes: int) -> list[np.ndarray]:
     """The array's bytes on the host, in order: views of its shards where they already are (CPU
     devices), without a copy. `np.asarray` of an array spread over devices assembles a whole host
-    copy and keeps it with the array. A replicated array (one process's, or the carry every
-    process of a distributed run holds) is written from one of its copies; one split over the
-    runs' axis from one shard per slice, in run order."""
-    shards = x.addressable_shards
-    if x.is_fully_replicated:
-        shards = shards[:1]
-    elif x.is_fully_addressable and batch_axes > 0:
-        shards = [shard for shard in shards if shard.replica_id == 0]
-        if any(index != slice(None) for shard in shards for index in shard.index[1:]):
-            return [np.asarray(x)]
-        shards = sorted(shards, key=lambda shard: shard.index[0].start or 0)
-    else:
-        return [np.asarray(x)]
-    if all(shard.device.platform == "cpu" for shard in shards):
+    copy and keeps it with the array: it is the fall-back only."""
+    shards = _shards_in_order(x, batch_axes)
+    if shards is not None and all(shard.device.platform == "cpu" for shard in shards):
         return [np.from_dlpack(shard.data) for shard in shards]
     return [np.asarray(x)]
+
+
+def _shards_in_order(x: jax.Array, batch_axes: int) -> list[Any] | None:
+    """Shards holding each byte once, in order: one copy of a replicated array (one process's,
+    or the carry every process of a distributed run holds), or one shard per slice of an array
+    split over the runs' axis alone, in run order. None for any other layout."""
+    if x.is_fully_replicated:
+        return x.addressable_shards[:1]
+    if not x.is_fully_addressable or batch_axes == 0:
+        return None
+    shards = [shard for shard in x.addressable_shards if shard.replica_id == 0]
+    if any(index != slice(None) for shard in shards for index in shard.index[1:]):
+        return None
+    return sorted(shards, key=lambda shard: shard.index[0].start or 0)
 
 
 class _ReplayItemsHandler(ocp.CheckpointHandler):
