@@ -178,6 +178,25 @@ ROWS = [
         "0.98 (return)",
         budget=200_000,
     ),
+    Row(
+        "HyAR, final exploration σ 0.2, seeds 5-9",
+        (*HYAR, "agent.exploration_noise=0.2", "seed=5"),
+        PLATFORM,
+        "0.98 (return)",
+        budget=200_000,
+    ),
+    # Both: a slower actor that keeps trying hops around its own, on fifteen seeds.
+    *(
+        Row(
+            "HyAR, σ 0.2 and actor learning rate 1e-4"
+            + (f", seeds {seed}-{seed + 4}" if seed else ""),
+            (*HYAR, "agent.exploration_noise=0.2", "agent.actor_lr=0.0001", f"seed={seed}"),
+            PLATFORM,
+            "0.98 (return)",
+            budget=200_000,
+        )
+        for seed in (0, 5, 10)
+    ),
     # The `goal` preset: the reference's warm-up and budget, and its two buffers: TD3 draws
     # from its own newest 1e5 transitions (no warm-up ones), the VAE from every transition of
     # the run (its 2e6 buffer holds them all).
