@@ -202,8 +202,9 @@ def test_host_env_population_is_one_pool_stepped_once_per_step(monkeypatch):
     # gym/CartPole-v1 is a host env (spec.vmappable False): members are mapped onto one pool of
     # 4 x 2 + 1 = 9 envs, and each step is one host call for all of them.
     from envs import host
+    from envs.configs import HostEnvConfig
 
-    env = envs.make(host.HostEnvConfig(id="gym/CartPole-v1"), 1)
+    env = envs.make(HostEnvConfig(id="gym/CartPole-v1"), 1)
     assert not env.spec.vmappable
     agent = make_erl(SMALL, env)
     calls = []
