@@ -448,7 +448,7 @@ def plot(store: dict[str, dict]) -> None:
     stored = {row.env.name for row in ROWS if label(row) in store}
     env_names = [env.name for env in env_order if env.name in stored]
     fig, axes = plt.subplots(
-        1, len(env_names), figsize=(4.2 * len(env_names), 3.6), squeeze=False, sharey=True
+        1, len(env_names), figsize=(4.2 * len(env_names), 7.0), squeeze=False, sharey=True
     )
     for ax, env_name in zip(axes[0], env_names, strict=True):
         for row in ROWS:
@@ -464,7 +464,8 @@ def plot(store: dict[str, dict]) -> None:
         ax.set_xlabel("env steps per seed")
         ax.xaxis.set_major_formatter(lambda x, _: f"{x / 1000:.0f}k")
         ax.set_ylim(-0.02, 1.02)
-        ax.legend(loc="lower right", fontsize=8)
+        # Below the panel: Platform alone has more rows than its curves leave room for.
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), fontsize=7)
     axes[0][0].set_ylabel("evaluation success rate")
     fig.suptitle("mean over seeds (thick), each seed (thin)", fontsize=9)
     fig.tight_layout()
