@@ -32,7 +32,7 @@ from gymnasium.vector.utils import batch_space, iterate
 
 from envs.configs import HostEnvConfig
 from envs.host import HostEnv, HostEnvError, HostStep
-from envs.host_ids import EXTRAS, GYM_PREFIX, check_gymnasium_id, gymnasium_id
+from envs.host_ids import check_gymnasium_id, extra_of, gymnasium_id
 from envs.ray_pool import pool_factory
 from jaxrl.config import ConfigError
 from jaxrl.datatypes import Box, Discrete, EnvSpec, Hybrid, Space
@@ -347,9 +347,8 @@ def gymnasium_spec(cfg: HostEnvConfig, num_envs: int) -> tuple[EnvSpec, Callable
     try:
         env = make_one()
     except gymnasium.error.DependencyNotInstalled as e:
-        namespace = cfg.id.removeprefix(GYM_PREFIX).partition("/")[0]
-        extra = EXTRAS.get(namespace, "host")
-        raise ConfigError(f"env '{cfg.id}': {e} (pip install -e \".[{extra}]\")") from None
+        hint = f'pip install -e ".[{extra_of(cfg.id)}]"'
+        raise ConfigError(f"env '{cfg.id}': {e} ({hint})") from None
     except TypeError as e:  # unknown keyword argument
         raise ConfigError(f"env '{cfg.id}': env.kwargs {dict(cfg.kwargs)}: {e}") from None
     try:

@@ -29,6 +29,11 @@ def gymnasium_id(env_id: str) -> str:
     return gym_id
 
 
+def extra_of(env_id: str) -> str:
+    """The optional dependency group a host env id needs (`host`: Gymnasium's own envs)."""
+    return EXTRAS.get(env_id.removeprefix(GYM_PREFIX).partition("/")[0], "host")
+
+
 def check_gymnasium_id(env_id: str) -> None:
     """ConfigError unless `env_id` names a Gymnasium env this process can make."""
     gym_id = gymnasium_id(env_id)
@@ -42,9 +47,9 @@ def check_gymnasium_id(env_id: str) -> None:
 
             gymnasium.register_envs(ale_py)
     except ImportError as e:
-        extra = EXTRAS.get(namespace, "host")
         raise ConfigError(
-            f"env '{env_id}' needs {e.name or 'a missing module'}: pip install -e \".[{extra}]\""
+            f"env '{env_id}' needs {e.name or 'a missing module'}: pip install -e "
+            f'".[{extra_of(env_id)}]"'
         ) from None
     try:
         gymnasium.spec(bare)
