@@ -4,9 +4,8 @@
   configs, a second suite run) loads its executable instead of compiling.
 * XLA:CPU compiles at LLVM optimisation level 1 (`--xla_backend_optimization_level=1`, also in
   the CLI subprocesses the tests start): the suite compiles hundreds of small programs, and
-  level 1 cuts their compile time by about a third with the same run time. Measured on an AMD
-  EPYC: PPO CartPole 500k compile 6.1 → 5.1 s, run 5.3 s both, parameters bit-identical; SAC
-  8.4 → 6.7 s, bit-identical; ES 7.0 → 4.9 s, parameters within 3e-8.
+  level 1 cuts their compile time by about a third with the same run time
+  (benchmarks/results/learning_tests.md).
 * On a GPU, float32 matrix products run at full precision: JAX's default there is TF32 (10-bit
   mantissa) on Ampere and Hopper, and the hand-computed comparisons are float32 to float32.
   XLA:CPU multiplies float32 in float32 whatever the setting, so the CPU programs are unchanged.
@@ -48,9 +47,10 @@ if jax.default_backend() != "cpu":
     jax.config.update("jax_default_matmul_precision", "highest")
 
 
-# The files whose tests take longest on 2 cores (`--durations=0`, AMD EPYC, 2026-12-04: 56-127 s
-# each; the suite 1,317 s), first: `--dist loadfile` hands files to the workers in collection
-# order, so the workers finish together instead of one running a long file alone at the end.
+# The files whose tests take longest on 2 cores (`--durations=0`, in
+# benchmarks/results/test_suite_time.md), first: `--dist loadfile` hands files to the workers in
+# collection order, so the workers finish together instead of one running a long file alone at
+# the end.
 LONGEST_FILES = (
     "tests/jaxrl/test_reliability.py",
     "tests/jaxrl/test_distributed.py",
@@ -82,7 +82,7 @@ def xla_cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[P
 @pytest.fixture(scope="session")
 def pendulum_sac_expert(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """The imitation tests' expert (learning.PENDULUM_SAC_EXPERT), which is also test_sac's
-    learning run: one training serves both (about 50 s on 2 cores); the `RunResult`."""
+    learning run: one training serves both; the `RunResult`."""
     from learning import PENDULUM_SAC_EXPERT
 
     import jaxrl

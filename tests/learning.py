@@ -3,7 +3,7 @@
 XLA:CPU rounds differently on AMD EPYC and Intel Xeon machines and RL amplifies the last bit
 (a test passing on one failed on the other), so a learning test trains `num_seeds` seeds in one
 compiled program and asserts the mean over seeds of a return, against a threshold well below
-what was measured. Each test's docstring gives the per-seed values measured and the machine.
+what was measured: the per-seed values and machines are in benchmarks/results/learning_tests.md.
 """
 
 from __future__ import annotations
@@ -35,7 +35,8 @@ PENDULUM_SAC_EXPERT = (
 # HyAR on Platform at a CPU's budget (conftest.hyar_platform_run: test_hyar's learning run, handed
 # to notebooks/06_hybrid_actions.ipynb, which trains the same when run on its own): 64-unit
 # networks and a 2,000-step warm-up instead of the reference's 256 units and ~11,000 steps; 4
-# seeds, which spread 2 per core over 2 cores (3 would share one device: 48 s of run against 31).
+# seeds, which spread 2 per core over 2 cores (3 would share one device and run slower:
+# benchmarks/results/learning_tests.md).
 HYAR_PLATFORM = (
     "agent=hyar",
     "env=Platform-v0",

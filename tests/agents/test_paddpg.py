@@ -181,10 +181,8 @@ def test_paddpg_learns_platform_in_15k_steps(tmp_path):
     """PA-DDPG at its defaults (the reference's Platform settings), 4 seeds in one program, 15k
     env steps: the mean over seeds of the final evaluation return (20 greedy episodes; 1 is the
     goal, a random policy gets 0.15, an untrained greedy one ~0.2) reaches 0.55. PA-DDPG's seeds
-    spread widely early on (6 seeds on an AMD EPYC at 10k: 0.25 to 0.90; at 15k: 0.43 to 0.96),
-    so the budget is past the spread and the threshold leaves room for one seed failing.
-    Measured on an AMD EPYC (seeds 0–3, standard forms): 1.000, 0.905, 0.821, 0.694; before
-    Platform's observation took the references' [−1, 1] scaling, 0.780, 0.894, 0.962, 0.846."""
+    spread widely early on, so the budget is past the spread and the threshold leaves room for
+    one seed failing (the seeds measured: benchmarks/results/learning_tests.md)."""
     result = jaxrl.train(
         "agent=paddpg",
         "env=Platform-v0",

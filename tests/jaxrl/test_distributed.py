@@ -119,11 +119,11 @@ def test_two_processes_of_two_devices_train_as_one_process_of_four(
 ) -> None:
     """The same program over the same 4 devices, split 2 + 2 over processes: ES exactly (only
     gathered fitness, integer step counts and statistics each device merges alike cross
-    devices), PPO and ERL to float rounding (asserted to 1e-6). PPO's gradients are summed over
-    devices by Gloo between processes and by XLA within one, in other orders (measured: 9e-8 at
-    most after 16 iterations, parameters of size up to 0.67). ERL gathers its members' episodes
+    devices), PPO and ERL to float rounding (asserted to 1e-6, above the differences measured:
+    benchmarks/results/learning_tests.md). PPO's gradients are summed over devices by Gloo
+    between processes and by XLA within one, in other orders. ERL gathers its members' episodes
     and every device computes the same buffer, GA step and learner updates, which XLA compiles
-    otherwise for 2 processes than for 1 (measured: 1.5e-8 at most after 3 generations).
+    otherwise for 2 processes than for 1.
     Process 0 alone writes the run's files and its last line, and `jaxrl.load` reads the
     checkpoint in one process."""
     args = (*RUNS[agent], *QUIET)
