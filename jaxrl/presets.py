@@ -204,7 +204,7 @@ PRESETS: tuple[Preset, ...] = (
         CARTPOLE,
         ("budget.env_steps=250000", "env.num_envs=8"),
         "the reference PyBullet cart-pole experiment's settings; mean final 415 over 4 seeds at "
-        "250k env steps (tests/agents/test_reinforce.py)",
+        "250k env steps (benchmarks/results/learning_tests.md)",
     ),
     *_preset(
         "cartpole",

@@ -18,7 +18,8 @@ from jaxrl.config import ConfigError, flatten, to_dict
 QUIET = ("log.tensorboard=false",)  # with the console display: the preset line is its first
 REINFORCE_LINE = (
     "preset reinforce/cartpole: env.num_envs=8 -- the reference PyBullet cart-pole experiment's "
-    "settings; mean final 415 over 4 seeds at 250k env steps (tests/agents/test_reinforce.py); "
+    "settings; mean final 415 over 4 seeds at 250k env steps "
+    "(benchmarks/results/learning_tests.md); "
     "your overrides win, preset=none for the agent's defaults"
 )
 
