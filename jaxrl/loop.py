@@ -457,9 +457,31 @@ def _train(
         cfg.log.progress and primary, cfg.budget.env_steps, f"{cfg.agent.name} {cfg.env.id}"
     )
 
+    progress = Progress.start(len(runs))
+    saved_iteration: int | None = None
+    saved_at = time.monotonic()
+
+    def checkpoint() -> None:
+        nonlocal saved_iteration, saved_at
+        with distributed.collectives_fail_as_one_line():
+            ckpt.save(progress.iteration, carry, {"progress": progress.__dict__})
+        saved_iteration, saved_at = progress.iteration, time.monotonic()
+        stop.kept = (
+            f"the checkpoint of iteration {saved_iteration} is kept; continue with resume={run_dir}"
+        )
+
     t0 = time.perf_counter()
     keys = trainer.run_keys()
     iterations = jax.ShapeDtypeStruct((), jnp.int32)
+    # A fresh run's first checkpoint (so that even a run that fails at once has one) is written
+    # while the chunk compiles; a distributed run's waits for the compiled layout of the carry.
+    first_checkpoint_early = not cfg.resume and not distributed.is_distributed()
+    first_checkpoint_error: Exception | None = None
+
+    def compile_chunk(abstract: Any) -> tuple[Any, float]:
+        compiled = trainer.chunk.lower(abstract, trainer.hyper, iterations).compile()
+        return compiled, time.perf_counter()
+
     # XLA compiles outside the GIL: the chunk compiles in a thread while init compiles and runs.
     host_steps = trainer.env.spec.family == "host"
     with ThreadPoolExecutor(max_workers=1) as pool, speedups.unrolled_threefry(host_steps):
@@ -471,25 +493,33 @@ def _train(
                 lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=trainer.carry_sharding),
                 abstract,
             )
-        compiling = pool.submit(
-            lambda: trainer.chunk.lower(abstract, trainer.hyper, iterations).compile()
-        )
+        compiling = pool.submit(compile_chunk, abstract)
         with host_errors():
             carry = jax.block_until_ready(trainer.init(keys, trainer.hyper))
-        compiled = compiling.result()
-    progress = Progress.start(len(runs))
+        initialised_at = time.perf_counter()
+        if first_checkpoint_early:
+            try:
+                checkpoint()
+            except (CheckpointError, OSError) as e:  # reported as the loop's own failures are
+                first_checkpoint_error = e
+        compiled, compiled_at = compiling.result()
+    # Set-up is the compile and init, whichever ends last: what the early checkpoint took beyond
+    # them counts as the run's.
+    compile_seconds = max(compiled_at, initialised_at) - t0
+    t_restore = time.perf_counter()
     if cfg.resume:
         fresh_env_state = carry.env_state
         carry, meta = ckpt.restore(carry)
         if host_steps:  # a handle to this process's pools: fresh episodes
             carry = carry._replace(env_state=fresh_env_state)
         progress = Progress(**meta["progress"])
+        saved_iteration = progress.iteration
         display.message(f"resumed from iteration {progress.iteration} in {run_dir}")
     if distributed.is_distributed() or trainer.carry_sharding is not None:
         # split as the compiled chunk takes it (the env batch; the runs' shares): a restored
         # checkpoint comes back on one device
         carry = parallel.laid_out_as(carry, compiled.input_shardings[0][0])
-    compile_seconds = time.perf_counter() - t0
+    compile_seconds += time.perf_counter() - t_restore
     # A resumed run's logs go back to its checkpoint: what a killed run logged after it is redone.
     logger = (
         RunLogger(
@@ -505,22 +535,12 @@ def _train(
     )
 
     status = "completed"
-    saved_iteration = None if not cfg.resume else progress.iteration
     chunks_done = 0
 
-    saved_at = time.monotonic()
-
-    def checkpoint() -> None:
-        nonlocal saved_iteration, saved_at
-        with distributed.collectives_fail_as_one_line():
-            ckpt.save(progress.iteration, carry, {"progress": progress.__dict__})
-        saved_iteration, saved_at = progress.iteration, time.monotonic()
-        stop.kept = (
-            f"the checkpoint of iteration {saved_iteration} is kept; continue with resume={run_dir}"
-        )
-
     try:
-        if saved_iteration is None:  # so that even a run that fails at once has a checkpoint
+        if first_checkpoint_error is not None:
+            raise first_checkpoint_error
+        if saved_iteration is None:  # a distributed run's first checkpoint
             checkpoint()
         # Every process makes the same calls: a stop that any of them was asked for is theirs.
         agreed_stop, _ = distributed.agree(stop.signal_taken, False)

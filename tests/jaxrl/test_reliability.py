@@ -572,6 +572,35 @@ def test_a_full_disk_keeps_the_last_checkpoint(tmp_path: Path) -> None:
     assert f"resumed from iteration {kept} " in resumed.stderr
 
 
+def test_a_first_checkpoint_that_cannot_be_written_stops_the_run(tmp_path: Path) -> None:
+    """Files may not grow past 30 kB: the run directory's small files are written, PPO's first
+    checkpoint (~110 kB of parameters and optimiser moments, written while the chunk compiles)
+    is not. One line naming the reason, exit 1, summary.json with status failed, no chunk run.
+    (The XLA cache's entries hit the limit too: their warnings are not the run's.)"""
+    run_dir = tmp_path / "run"
+
+    def limit_file_size() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a failed write, not a killed process
+        resource.setrlimit(resource.RLIMIT_FSIZE, (30_000, resource.RLIM_INFINITY))
+
+    result = cli(
+        *QUICK_PPO,
+        "log.progress=false",
+        f"log.dir={run_dir}",
+        preexec_fn=limit_file_size,
+        extra_env={"JAXRL_CACHE_DIR": str(tmp_path / "xla")},
+    )
+    assert result.returncode == 1, result.stderr
+    errors = [line for line in error_lines(result.stderr) if line.startswith("error:")]
+    assert errors == [
+        f"error: could not write the checkpoint of iteration 0 to {run_dir / 'checkpoints'}: "
+        "File too large (errno 27); no checkpoint was written"
+    ], result.stderr
+    assert "Traceback" not in result.stderr
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert (summary["status"], summary["env_steps"]) == ("failed", 0)
+
+
 @pytest.mark.parametrize(
     ("pool", "callback"), [("sync", "auto"), ("async", "auto"), ("sync", "io")]
 )
