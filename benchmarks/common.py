@@ -239,7 +239,7 @@ def sb3_atari_env(env_id: str, n_envs: int, seed: int, sticky: float, **wrapper:
         from stable_baselines3.common.env_util import make_atari_env
         from stable_baselines3.common.vec_env import VecFrameStack
     except ImportError as e:
-        print(f"SB3 row skipped: {e.name} is not importable (pip install 'jaxrl[sb3]')")
+        print(f'SB3 row skipped: {e.name} is not importable (pip install -e ".[sb3]")')
         return None
     gymnasium.register_envs(ale_py)
     env = make_atari_env(

@@ -26,7 +26,7 @@ on the cores SB3's updates slowed 10× or more here (an Adam step 145 ms against
 `OMP_WAIT_POLICY=PASSIVE` or one thread, at a load of 3.5 on 2 cores).
 
 Stable-Baselines3, torch and OpenCV (SB3's frame resize) are not jaxrl dependencies
-(`pip install 'jaxrl[sb3]'`); without them the SB3 row is skipped with a message.
+(`pip install -e ".[sb3]"`); without them the SB3 row is skipped with a message.
 
     python benchmarks/dqn_breakout_sb3.py [--steps 20000] [--learning-starts 1000]
         [--eval-episodes 3] [--buffer-size 100000] [--out PATH]

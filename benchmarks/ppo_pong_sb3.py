@@ -19,7 +19,7 @@ env steps): 8 envs × 128 steps per rollout, 4 epochs of 4 minibatches (256 fram
 
 Run it on a quiet machine (torch's OpenMP threads spin while they wait: see
 dqn_breakout_sb3.py). Stable-Baselines3, torch and OpenCV are not jaxrl dependencies
-(`pip install 'jaxrl[sb3]'`); without them the SB3 row is skipped with a message.
+(`pip install -e ".[sb3]"`); without them the SB3 row is skipped with a message.
 
     python benchmarks/ppo_pong_sb3.py [--steps 16384] [--eval-episodes 1] [--out PATH]
 """

@@ -25,7 +25,7 @@ import numpy as np
 
 from envs import BRAX
 from envs.configs import DEFAULT_BACKEND, DEFAULT_EPISODE_STEPS, check_backend
-from jaxrl.config import ConfigError
+from jaxrl.config import ConfigError, install_hint
 from jaxrl.datatypes import Array, Box, EnvSpec, Key, TimeStep
 from jaxrl.env import episode_info
 
@@ -156,7 +156,7 @@ def make_brax(
     check_backend(backend)
     if not brax_available():
         raise ConfigError(
-            f"env '{env_id}' needs Brax, which is not installed: pip install 'jaxrl[brax]'"
+            f"env '{env_id}' needs Brax, which is not installed: {install_hint('brax')}"
         )
     env = _brax_env(BRAX_NAMES[env_id], backend)
     obs_shape = jax.eval_shape(env.reset, jax.random.PRNGKey(0)).obs.shape

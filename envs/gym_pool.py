@@ -34,7 +34,7 @@ from envs.configs import HostEnvConfig
 from envs.host import HostEnv, HostEnvError, HostStep
 from envs.host_ids import check_gymnasium_id, extra_of, gymnasium_id
 from envs.ray_pool import pool_factory
-from jaxrl.config import ConfigError
+from jaxrl.config import ConfigError, install_hint
 from jaxrl.datatypes import Box, Discrete, EnvSpec, Hybrid, Space
 
 LOCAL_POOL_MODES = ("sync", "async")  # what GymnasiumPool runs; `ray` pools wrap sync ones
@@ -347,8 +347,7 @@ def gymnasium_spec(cfg: HostEnvConfig, num_envs: int) -> tuple[EnvSpec, Callable
     try:
         env = make_one()
     except gymnasium.error.DependencyNotInstalled as e:
-        hint = f'pip install -e ".[{extra_of(cfg.id)}]"'
-        raise ConfigError(f"env '{cfg.id}': {e} ({hint})") from None
+        raise ConfigError(f"env '{cfg.id}': {e} ({install_hint(extra_of(cfg.id))})") from None
     except TypeError as e:  # unknown keyword argument
         raise ConfigError(f"env '{cfg.id}': env.kwargs {dict(cfg.kwargs)}: {e}") from None
     try:

@@ -10,7 +10,7 @@ import importlib
 
 import gymnasium
 
-from jaxrl.config import ConfigError
+from jaxrl.config import ConfigError, install_hint
 
 GYM_PREFIX = "gym/"
 # Our Gymnasium namespaces: the module whose import registers them (in every worker too).
@@ -43,13 +43,10 @@ def check_gymnasium_id(env_id: str) -> None:
         if module:
             importlib.import_module(module)
         elif namespace == "ALE":
-            import ale_py
-
-            gymnasium.register_envs(ale_py)
+            _register_ale()
     except ImportError as e:
         raise ConfigError(
-            f"env '{env_id}' needs {e.name or 'a missing module'}: pip install -e "
-            f'".[{extra_of(env_id)}]"'
+            f"env '{env_id}' needs {e.name or 'a missing module'}: {install_hint(extra_of(env_id))}"
         ) from None
     try:
         gymnasium.spec(bare)
@@ -58,15 +55,21 @@ def check_gymnasium_id(env_id: str) -> None:
 
 
 @functools.cache
+def _register_ale() -> None:
+    """ale_py's games in Gymnasium's registry (ImportError without ale_py)."""
+    import ale_py
+
+    gymnasium.register_envs(ale_py)
+
+
+@functools.cache
 def atari_games() -> dict[str, str]:
     """`ALE/<Game>-v5` id -> ALE ROM name, for every image-observation v5 id ale_py registers
     with Gymnasium (empty without ale_py)."""
     try:
-        import ale_py
-        import gymnasium
+        _register_ale()
     except ImportError:
         return {}
-    gymnasium.register_envs(ale_py)
     return {
         env_id: spec.kwargs["game"]
         for env_id, spec in gymnasium.registry.items()
@@ -80,7 +83,7 @@ def rom(env_id: str) -> str:
     """The ROM name of an `ALE/<Game>-v5` id; ConfigError (with close matches) otherwise."""
     games = atari_games()
     if not games:
-        raise ConfigError(f"env '{env_id}' needs ale-py: pip install 'jaxrl[atari]'")
+        raise ConfigError(f"env '{env_id}' needs ale_py: {install_hint('atari')}")
     if env_id not in games:
         close = difflib.get_close_matches(env_id, games, n=3)
         hint = f"did you mean {', '.join(close)}? " if close else ""

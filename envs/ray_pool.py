@@ -37,14 +37,14 @@ import numpy as np
 from envs.configs import HostPoolConfig, RayConfig
 from envs.host import HostEnvError, HostStep, PoolFactory, close_all_pools
 from jaxrl import interrupt
-from jaxrl.config import ConfigError
+from jaxrl.config import ConfigError, install_hint
 
 
 def _ray() -> Any:
     try:
         import ray
     except ImportError:
-        raise ConfigError('env.pool=ray needs Ray: pip install -e ".[distributed]"') from None
+        raise ConfigError(f"env.pool=ray needs Ray: {install_hint('distributed')}") from None
     return ray
 
 

@@ -41,6 +41,7 @@ from jaxrl.config import (
     EnvConfig,
     RunConfig,
     flatten,
+    install_hint,
     to_dict,
 )
 from jaxrl.hyper import grid_points
@@ -611,7 +612,7 @@ def validate_sweep(overrides: list[str]) -> None:
         optuna = key == "hydra/sweeper" and item.value() == "optuna"
         if optuna and not find_spec("hydra_plugins.hydra_optuna_sweeper"):
             raise ConfigError(
-                "hydra/sweeper=optuna needs Hydra's Optuna sweeper: pip install 'jaxrl[optuna]'"
+                f"hydra/sweeper=optuna needs Hydra's Optuna sweeper: {install_hint('optuna')}"
             )
         if key.startswith(("hydra.", "hydra/")):
             continue

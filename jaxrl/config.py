@@ -20,6 +20,12 @@ class ConfigError(ValueError):
     traceback."""
 
 
+def install_hint(extra: str) -> str:
+    """How to add an optional dependency group: from the clone, as the README installs jaxrl
+    (it is not on PyPI, so `pip install 'jaxrl[...]'` does not find it)."""
+    return f'pip install -e ".[{extra}]"'
+
+
 def require(condition: bool, message: str) -> None:
     if not condition:
         raise ConfigError(message)

@@ -43,6 +43,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from jaxrl.config import install_hint
+
 BOOTSTRAP_SAMPLES = 2000
 CONFIDENCE = 0.95
 PROFILE_THRESHOLDS = 101
@@ -514,7 +516,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(EXIT_BAD_INPUT)
     except ImportError as e:  # rliable or matplotlib
-        print(f"error: sweep reports need {e.name}: pip install 'jaxrl[sweep]'", file=sys.stderr)
+        print(f"error: sweep reports need {e.name}: {install_hint('sweep')}", file=sys.stderr)
         sys.exit(EXIT_BAD_INPUT)
     for skipped in skipped_jobs(Path(args.run_dir)):
         print(f"left out job {skipped}")

@@ -70,7 +70,7 @@ def test_unknown_backend_is_a_config_error_naming_the_valid_ones():
 
 def test_without_brax_the_error_says_how_to_install_it(monkeypatch):
     monkeypatch.setattr("envs.brax_envs.brax_available", lambda: False)
-    with pytest.raises(ConfigError, match=r"pip install 'jaxrl\[brax\]'"):
+    with pytest.raises(ConfigError, match=r'pip install -e "\.\[brax\]"'):
         envs.make(BraxEnvConfig(id="brax/hopper"))
 
 

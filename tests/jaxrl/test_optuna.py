@@ -93,7 +93,7 @@ def test_sweep_objective_needs_a_sweep() -> None:
 
 
 def test_the_optuna_sweeper_without_the_extra_is_one_line() -> None:
-    """As on a machine without `jaxrl[optuna]`: the plugin module made unimportable."""
+    """As on a machine without the `optuna` extra: the plugin module made unimportable."""
     hide = (
         "import sys; sys.modules['hydra_plugins.hydra_optuna_sweeper'] = None; "
         "from jaxrl.cli import main; main()"
@@ -107,5 +107,5 @@ def test_the_optuna_sweeper_without_the_extra_is_one_line() -> None:
     )
     assert result.returncode == 2
     assert error_lines(result.stderr) == [
-        "error: hydra/sweeper=optuna needs Hydra's Optuna sweeper: pip install 'jaxrl[optuna]'"
+        'error: hydra/sweeper=optuna needs Hydra\'s Optuna sweeper: pip install -e ".[optuna]"'
     ]

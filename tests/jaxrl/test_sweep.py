@@ -188,7 +188,7 @@ def test_cli_names_the_extra_when_rliable_is_missing(tmp_path):
     )
     assert out.returncode == 2
     assert out.stderr.splitlines() == [
-        "error: sweep reports need rliable: pip install 'jaxrl[sweep]'"
+        'error: sweep reports need rliable: pip install -e ".[sweep]"'
     ]
 
 
