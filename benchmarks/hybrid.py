@@ -275,9 +275,11 @@ ROWS = [
     Row("HyAR", HYAR, HARD_MOVE[10], "0.75", budget=250_000),
     # n=10 with 250k env steps of learning after the warm-up (n=8 was above 0.8 by then).
     Row("HyAR, 400k env steps", HYAR, HARD_MOVE[10], "0.75", budget=400_000),
-    # 550k of learning (the 400k row still rose: 0.14, 0.42, 0.66 at its end).
+    # 550k of learning (the 400k row still rose: 0.14, 0.42, 0.66 at its end), 5 seeds in one
+    # program.
     Row("HyAR, 700k env steps", HYAR, HARD_MOVE[10], "0.75", budget=700_000),
-    # Seeds 3 and 4 of the same (a program of two runs): with the row above, five seeds.
+    # The same in two programs before that one ran: seeds 0-2 (`--seeds 3`), then seeds 3 and 4.
+    Row("HyAR, 700k env steps, seeds 0-2", HYAR, HARD_MOVE[10], "0.75", budget=700_000),
     Row(
         "HyAR, 700k env steps, seeds 3-4", (*HYAR, "seed=3"), HARD_MOVE[10], "0.75", budget=700_000
     ),
