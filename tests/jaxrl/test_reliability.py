@@ -532,26 +532,39 @@ def test_nan_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path: Path) ->
     assert json.loads((run_dir / "summary.json").read_text())["status"] == "nan"
 
 
+def cli_with_files_limited_to(
+    max_bytes: int, tmp_path: Path, *args: str
+) -> subprocess.CompletedProcess:
+    """A CLI run whose files may not grow past `max_bytes` (RLIMIT_FSIZE: writes fail as on a
+    full disk, not with a killed process), its XLA cache in `tmp_path` (entries hit the limit
+    too, and their warnings are not the run's)."""
+
+    def limit_file_size() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (max_bytes, resource.RLIM_INFINITY))
+
+    return cli(
+        *args,
+        preexec_fn=limit_file_size,
+        extra_env={"JAXRL_CACHE_DIR": str(tmp_path / "xla")},
+    )
+
+
 def test_a_full_disk_keeps_the_last_checkpoint(tmp_path: Path) -> None:
     """Files may not grow past 150 kB (RLIMIT_FSIZE: writes fail as on a full disk). DQN's
     replay buffer grows every iteration, so a checkpoint soon cannot be written: one line naming
     the reason, exit 1, summary.json with status failed, and the last complete checkpoint
     resumes once there is room."""
     run_dir = tmp_path / "run"
-
-    def limit_file_size() -> None:
-        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a failed write, not a killed process
-        resource.setrlimit(resource.RLIMIT_FSIZE, (150_000, resource.RLIM_INFINITY))
-
-    result = cli(
+    result = cli_with_files_limited_to(
+        150_000,
+        tmp_path,
         "agent=dqn",
         "budget.env_steps=2e4",
         "eval.every=1",
         "checkpoint.min_seconds=0",
         "log.progress=false",
         f"log.dir={run_dir}",
-        preexec_fn=limit_file_size,
-        extra_env={"JAXRL_CACHE_DIR": str(tmp_path / "xla")},  # cache entries hit the limit too
     )
     assert result.returncode == 1, result.stderr
     errors = [line for line in error_lines(result.stderr) if line.startswith("error:")]
@@ -575,20 +588,10 @@ def test_a_full_disk_keeps_the_last_checkpoint(tmp_path: Path) -> None:
 def test_a_first_checkpoint_that_cannot_be_written_stops_the_run(tmp_path: Path) -> None:
     """Files may not grow past 30 kB: the run directory's small files are written, PPO's first
     checkpoint (~110 kB of parameters and optimiser moments, written while the chunk compiles)
-    is not. One line naming the reason, exit 1, summary.json with status failed, no chunk run.
-    (The XLA cache's entries hit the limit too: their warnings are not the run's.)"""
+    is not. One line naming the reason, exit 1, summary.json with status failed, no chunk run."""
     run_dir = tmp_path / "run"
-
-    def limit_file_size() -> None:
-        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a failed write, not a killed process
-        resource.setrlimit(resource.RLIMIT_FSIZE, (30_000, resource.RLIM_INFINITY))
-
-    result = cli(
-        *QUICK_PPO,
-        "log.progress=false",
-        f"log.dir={run_dir}",
-        preexec_fn=limit_file_size,
-        extra_env={"JAXRL_CACHE_DIR": str(tmp_path / "xla")},
+    result = cli_with_files_limited_to(
+        30_000, tmp_path, *QUICK_PPO, "log.progress=false", f"log.dir={run_dir}"
     )
     assert result.returncode == 1, result.stderr
     errors = [line for line in error_lines(result.stderr) if line.startswith("error:")]
