@@ -503,8 +503,8 @@ def _train(
             except (CheckpointError, OSError) as e:  # reported as the loop's own failures are
                 first_checkpoint_error = e
         compiled, compiled_at = compiling.result()
-    # Set-up is the compile and init, whichever ends last: what the early checkpoint took beyond
-    # them counts as the run's.
+    # Set-up ends when both the compile and init have: what the early checkpoint took beyond
+    # them is not compile time.
     compile_seconds = max(compiled_at, initialised_at) - t0
     t_restore = time.perf_counter()
     if cfg.resume:
