@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from jaxrl.config import install_hint
 from jaxrl.sweep import read_evals
 
 REPO = Path(__file__).resolve().parent.parent
@@ -239,7 +240,7 @@ def sb3_atari_env(env_id: str, n_envs: int, seed: int, sticky: float, **wrapper:
         from stable_baselines3.common.env_util import make_atari_env
         from stable_baselines3.common.vec_env import VecFrameStack
     except ImportError as e:
-        print(f'SB3 row skipped: {e.name} is not importable (pip install -e ".[sb3]")')
+        print(f"SB3 row skipped: {e.name} is not importable ({install_hint('sb3')})")
         return None
     gymnasium.register_envs(ale_py)
     env = make_atari_env(
