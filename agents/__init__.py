@@ -92,5 +92,11 @@ REGISTRY: dict[str, AgentEntry] = {
     "paddpg": AgentEntry(
         "agents.paddpg", "PADDPGConfig", "make_paddpg", ("episode_return", "critic_loss")
     ),
-    "hyar": AgentEntry("agents.hyar", "HyARConfig", "make_hyar", ("episode_return", "critic_loss")),
+    "hyar": AgentEntry(
+        "agents.hyar",
+        "HyARConfig",
+        "make_hyar",
+        ("episode_return", "critic_loss"),
+        takes_budget=True,
+    ),
 }

@@ -839,6 +839,9 @@ class HyARConfig(DeterministicConfig):
     # True: one more TD3 update as each episode starts, besides one per env step, as the
     # reference's loop does (many more updates per env step where episodes are short: Goal).
     update_at_episode_start: bool = False
+    # TD3's actor and critic learning rates linearly to 0 over the updates the run's budget
+    # allows (the reference keeps them constant): the greedy policy settles as the run ends.
+    anneal_lr: bool = False
     batch_size: int = 128
     learning_starts: int = 11_000  # env steps of random actions: ~5,000 Platform episodes
     target_noise: float = 0.1
@@ -894,6 +897,11 @@ class HyARConfig(DeterministicConfig):
             f"{self.iteration_steps}: each iteration ends with its periodic VAE steps",
         )
         require(self.vae_lr > 0, f"agent.vae_lr={self.vae_lr} must be > 0")
+        require(
+            not (self.anneal_lr and self.update_at_episode_start),
+            "agent.anneal_lr=true needs agent.update_at_episode_start=false: the annealing "
+            "horizon counts one update per env step",
+        )
         require(
             0 <= self.range_percent < 50,
             f"agent.range_percent={self.range_percent} must be in [0, 50)",

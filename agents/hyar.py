@@ -31,7 +31,8 @@ latent action space, and a conditional VAE turns its latents into the env's hybr
 * Schedule. `learning_starts` env steps of uniformly random hybrid actions (the reference's 5,000
   random episodes), then `vae_pretrain_steps` VAE steps on them before TD3's first update; once
   `vae_train_after` more env steps have passed, one VAE step per `vae_every` env steps, and the
-  latent range and dynamics error measured again after them.
+  latent range and dynamics error measured again after them. `anneal_lr` takes TD3's learning
+  rates linearly to 0 over its updates in the budget (`td3_updates`).
 
 Followed, for facts and settings (the code here is ours): github.com/TJU-DRL-LAB/self-supervised-rl,
 commit ece9562, `RL_with_Action_Representation/HyAR/`: `embedding/ActionRepresentation_vae.py`
@@ -588,10 +589,27 @@ def parameter_layout(space: Hybrid) -> tuple[np.ndarray, np.ndarray]:
     return sizes, positions.astype(np.int32)
 
 
-def make_setup(cfg: HyARConfig, spec: EnvSpec) -> HyARSetup:
+def td3_updates(cfg: HyARConfig, num_envs: int, total_env_steps: float) -> int:
+    """TD3's updates in a run of `total_env_steps`: the driver's, less those of the iterations
+    up to the one in which the warm-up ends, which `update` discards (the VAE pre-trains after
+    it)."""
+    warm_up_end = -(-cfg.learning_starts // cfg.iteration_steps) * cfg.iteration_steps
+    discarded = offpolicy.num_updates(cfg, num_envs, min(warm_up_end, total_env_steps))
+    return offpolicy.num_updates(cfg, num_envs, total_env_steps) - discarded
+
+
+def make_setup(cfg: HyARConfig, spec: EnvSpec, total_env_steps: float | None = None) -> HyARSetup:
     """The networks, optimisers and parameter layout for `spec` (Hybrid actions, else
-    ConfigError)."""
+    ConfigError); `total_env_steps`, the run's budget, is the horizon `anneal_lr` needs."""
     space = hybrid_actions(spec, cfg.name)
+    critic_lr: float | optax.Schedule = cfg.critic_lr
+    actor_lr: float | optax.Schedule = cfg.actor_lr
+    if cfg.anneal_lr:
+        require(total_env_steps is not None, "agent.anneal_lr=true needs the run's budget")
+        critic_updates = td3_updates(cfg, spec.num_envs, total_env_steps)
+        critic_lr = optimizers.linear_to_zero(cfg.critic_lr, critic_updates)
+        # The actor's optimiser counts its own steps: one per `policy_delay` critic steps.
+        actor_lr = optimizers.linear_to_zero(cfg.actor_lr, critic_updates // cfg.policy_delay)
     obs_shape = spec.observation_space.shape
     require(
         len(obs_shape) == 1,
@@ -608,14 +626,14 @@ def make_setup(cfg: HyARConfig, spec: EnvSpec) -> HyARSetup:
     # Adam's moments as one flat vector per network (`optax.flatten`): the same steps in a few
     # ops instead of a few per weight array, a smaller program to compile.
     actor_tx = optax.flatten(
-        optax.chain(optimizers.clip_by_global_norm(cfg.max_grad_norm), optax.adam(cfg.actor_lr))
+        optax.chain(optimizers.clip_by_global_norm(cfg.max_grad_norm), optax.adam(actor_lr))
     )
     nets = DeterministicNetworks(
         actor,
         critics,
         ActionScale(np.zeros(latent_size, np.float32), np.ones(latent_size, np.float32)),
         actor_tx,
-        optax.flatten(optax.adam(cfg.critic_lr)),
+        optax.flatten(optax.adam(critic_lr)),
     )
     vae = HybridActionVAE(
         num_choices=space.choices.n,
@@ -651,10 +669,11 @@ def make_learner(setup: HyARSetup, spec: EnvSpec) -> Learner:
     )
 
 
-def make_hyar(cfg: HyARConfig, env: Env) -> Agent:
+def make_hyar(cfg: HyARConfig, env: Env, total_env_steps: float) -> Agent:
     """HyAR-TD3 on `env`'s batch: the off-policy driver with HyAR's learner, each iteration
-    followed by its VAE training."""
-    setup = make_setup(cfg, env.spec)
+    followed by its VAE training; `total_env_steps` is the run's budget (the annealing horizon
+    with `anneal_lr`)."""
+    setup = make_setup(cfg, env.spec, total_env_steps)
     learner = make_learner(setup, env.spec)
     driver = offpolicy.off_policy_setup(
         cfg,

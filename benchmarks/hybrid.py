@@ -197,6 +197,25 @@ ROWS = [
         )
         for seed in (0, 5, 10)
     ),
+    # Both, with TD3's learning rates annealed to 0 over the budget: whether the greedy policy,
+    # settling as the run ends, stops swinging between the last evaluations.
+    *(
+        Row(
+            "HyAR, σ 0.2, actor learning rate 1e-4, annealed"
+            + (f", seeds {seed}-{seed + 4}" if seed else ""),
+            (
+                *HYAR,
+                "agent.exploration_noise=0.2",
+                "agent.actor_lr=0.0001",
+                "agent.anneal_lr=true",
+                f"seed={seed}",
+            ),
+            PLATFORM,
+            "0.98 (return)",
+            budget=200_000,
+        )
+        for seed in (0, 5, 10)
+    ),
     # The `goal` preset: the reference's warm-up and budget, and its two buffers: TD3 draws
     # from its own newest 1e5 transitions (no warm-up ones), the VAE from every transition of
     # the run (its 2e6 buffer holds them all).

@@ -33,6 +33,7 @@ from agents.hyar import (
     nearest_choice,
     random_action,
     relabel,
+    td3_updates,
     to_actor_range,
     to_encoder_range,
     train_vae,
@@ -460,7 +461,7 @@ def test_each_episode_start_adds_an_update_with_the_option(platform):
         update_at_episode_start=True,
     )
     env = platform.with_num_envs(1)
-    agent = make_hyar(cfg, env)
+    agent = make_hyar(cfg, env, total_env_steps=1e6)
 
     def second_iteration(key):
         init_key, env_key, first_key, second_key = jax.random.split(key, 4)
@@ -473,6 +474,44 @@ def test_each_episode_start_adds_an_update_with_the_option(platform):
     before, after, episodes = (np.asarray(x) for x in run(jax.random.split(make_key(3), 2)))
     assert (before == 0).all() and (episodes > 0).all()
     np.testing.assert_array_equal(after, 40 + episodes)
+
+
+@pytest.mark.parametrize("anneal", [True, False])
+def test_annealed_learning_rates_reach_zero_with_the_budgets_last_update(platform, anneal):
+    """With `anneal_lr` TD3's learning rates fall linearly to 0 over its updates in the budget:
+    120 env steps in 40-step iterations, the VAE pre-training after the first, leave 80 critic
+    updates (40 actor steps), whichever step in that iteration the warm-up ends at; after them
+    a fourth iteration's updates move neither network. Without it both still move."""
+    for learning_starts in (30, 40):
+        schedule = HyARConfig(
+            learning_starts=learning_starts, iteration_steps=40, batch_size=8, vae_every=20
+        )
+        assert td3_updates(schedule, 1, 120) == 80
+    cfg = HyARConfig(
+        **TINY,
+        learning_starts=40,
+        iteration_steps=40,
+        batch_size=8,
+        vae_pretrain_steps=2,
+        vae_every=20,
+        vae_train_after=1_000,
+        range_samples=16,
+        anneal_lr=anneal,
+    )
+    env = platform.with_num_envs(1)
+    agent = make_hyar(cfg, env, total_env_steps=120)
+
+    train_step = jax.jit(agent.train_step)
+    init_key, env_key, *keys = jax.random.split(make_key(4), 6)
+    state, env_state = agent.init(init_key), env.reset(env_key)
+    for iteration_key in keys[:3]:
+        state, env_state, _ = train_step(state, env_state, iteration_key)
+    at_budget = state.learner.td3
+    after = train_step(state, env_state, keys[3])[0].learner.td3
+    assert int(at_budget.updates) == 80 and int(after.updates) == 120
+    for network in ("actor_params", "critic_params"):
+        unchanged = tree_equal(getattr(at_budget, network), getattr(after, network))
+        assert unchanged == anneal, network
 
 
 def fake_steps(setup, n: int) -> Transition:
@@ -495,11 +534,15 @@ def fake_steps(setup, n: int) -> Transition:
             "agent.td3_buffer_size=300000",
             r"agent.td3_buffer_size=300000 must be in \[0, agent.buffer_size=200000\]",
         ),
+        (
+            "agent.anneal_lr=true agent.update_at_episode_start=true",
+            "agent.anneal_lr=true needs agent.update_at_episode_start=false",
+        ),
     ],
 )
 def test_bad_settings_are_config_errors(override, message):
     with pytest.raises(ConfigError, match=message):
-        compose(["agent=hyar", "env=Platform-v0", override])
+        compose(["agent=hyar", "env=Platform-v0", *override.split()])
 
 
 def test_a_grid_trains_every_point_and_seed_and_loads_as_env_actions(tmp_path):
