@@ -501,10 +501,14 @@ def execute(cfg: RunConfig, run_dir: Path | None) -> int:
         code = exit_code(result.stop_signal)
     if not distributed.is_primary():  # process 0 says how the run ended
         return code
+    # Envs whose episodes report success (the hybrid-action ones) give its last rate too.
+    success = ""
+    if "final_eval_success_rate" in s:
+        success = f", success {format_rate(s['final_eval_success_rate'])}"
     print(
         f"{result.status}: {s['agent']} on {s['env']} | final eval return "
-        f"{_return(s['final_eval_return'])} (best {_return(s['best_eval_return'])}) | "
-        f"{s['env_steps']:,} env steps | compile "
+        f"{format_return(s['final_eval_return'])} (best {format_return(s['best_eval_return'])})"
+        f"{success} | {s['env_steps']:,} env steps | compile "
         f"{s['compile_seconds']:.1f}s, run {s['run_seconds']:.1f}s, "
         f"{s['env_steps_per_second']:,.0f} steps/s | {result.run_dir}"
         + (f" | videos in {Path(s['videos'][0]).parent}" if s.get("videos") else "")
@@ -512,8 +516,16 @@ def execute(cfg: RunConfig, run_dir: Path | None) -> int:
     return code
 
 
-def _return(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.1f}"
+def format_return(value: float | None) -> str:
+    """Two decimals below 10 in size, where one would hide what separates returns on a [0, 1]
+    scale (Platform's 0.96 from its goal's 1.0); one above."""
+    if value is None:
+        return "n/a"
+    return f"{value:.2f}" if abs(value) < 10 else f"{value:.1f}"
+
+
+def format_rate(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f}"
 
 
 @hydra.main(config_path="conf", config_name="config", version_base="1.3")

@@ -17,7 +17,7 @@ from cli_helpers import QUICK_PPO, REPO, TINY_ES, cli, read_evals
 
 import agents
 import jaxrl
-from jaxrl.cli import compose
+from jaxrl.cli import compose, format_return
 
 QUIET = ("log.progress=false", "log.tensorboard=false")
 
@@ -188,6 +188,36 @@ def test_runs_that_do_not_split_over_the_cores_are_padded_and_keep_their_numbers
     assert [row["iterations"] for row in summary["runs"]] == [16] * 3
     rows = read_evals(sweep)
     assert len(rows) == len({(r["seed"], r["iteration"]) for r in rows}) == 3 * 4
+
+
+def test_the_result_line_gives_small_returns_to_two_decimals_and_the_success_rate(
+    tmp_path: Path,
+) -> None:
+    """The CLI's last line on a hybrid env (P-DQN on Platform, a tiny budget), whose returns lie
+    in [0, 1] and whose episodes report success: the final and best returns to two decimals
+    (one would print 0.96 as 1.0) and the last evaluation's success rate, as summary.json has
+    them; returns of 10 or more keep one decimal."""
+    run_dir = tmp_path / "run"
+    tiny = ("agent.hidden_sizes=[16]", "agent.batch_size=16", "agent.learning_starts=100")
+    budget = ("agent.iteration_steps=200", "budget.env_steps=400", "eval.episodes=4")
+    result = cli("agent=pdqn", "env=Platform-v0", *tiny, *budget, *QUIET, f"log.dir={run_dir}")
+    assert result.returncode == 0, result.stderr
+    s = json.loads((run_dir / "summary.json").read_text())
+    final, best, success = (
+        s[key] for key in ("final_eval_return", "best_eval_return", "final_eval_success_rate")
+    )
+    assert 0 <= final <= best <= 1 and 0 <= success <= 1
+    expected = f"final eval return {final:.2f} (best {best:.2f}), success {success:.2f} | 400 env"
+    assert expected in result.stdout.splitlines()[-1]
+    assert [format_return(v) for v in (0.9597, -0.004, 9.9, 10.04, -21.0, 500.0, None)] == [
+        "0.96",
+        "-0.00",
+        "9.90",
+        "10.0",
+        "-21.0",
+        "500.0",
+        "n/a",
+    ]
 
 
 def test_a_run_with_env_kwargs_loads_and_resumes(tmp_path: Path) -> None:
