@@ -60,6 +60,19 @@ TINY = {
     "parameter_latent_size": 2,
 }
 
+# 40-step iterations, the warm-up the first: the VAE pre-trains after it, TD3 updates from the
+# second on; no periodic VAE step.
+FORTY_STEP_ITERATIONS = {
+    **TINY,
+    "learning_starts": 40,
+    "iteration_steps": 40,
+    "batch_size": 8,
+    "vae_pretrain_steps": 2,
+    "vae_every": 20,
+    "vae_train_after": 1_000,
+    "range_samples": 16,
+}
+
 
 @pytest.fixture(scope="module")
 def platform() -> envs.Env:
@@ -449,17 +462,7 @@ def test_each_episode_start_adds_an_update_with_the_option(platform):
     more after each step that ended an episode (the reference's update as each episode starts):
     in the second 40-step iteration, 40 updates plus the episodes ended. Two seeds in one
     program, whose episodes end at different steps (`cond_over_runs`)."""
-    cfg = HyARConfig(
-        **TINY,
-        learning_starts=40,
-        iteration_steps=40,
-        batch_size=8,
-        vae_pretrain_steps=2,
-        vae_every=20,
-        vae_train_after=1_000,
-        range_samples=16,
-        update_at_episode_start=True,
-    )
+    cfg = HyARConfig(**FORTY_STEP_ITERATIONS, update_at_episode_start=True)
     env = platform.with_num_envs(1)
     agent = make_hyar(cfg, env, total_env_steps=1e6)
 
@@ -487,17 +490,7 @@ def test_annealed_learning_rates_reach_zero_with_the_budgets_last_update(platfor
             learning_starts=learning_starts, iteration_steps=40, batch_size=8, vae_every=20
         )
         assert td3_updates(schedule, 1, 120) == 80
-    cfg = HyARConfig(
-        **TINY,
-        learning_starts=40,
-        iteration_steps=40,
-        batch_size=8,
-        vae_pretrain_steps=2,
-        vae_every=20,
-        vae_train_after=1_000,
-        range_samples=16,
-        anneal_lr=anneal,
-    )
+    cfg = HyARConfig(**FORTY_STEP_ITERATIONS, anneal_lr=anneal)
     env = platform.with_num_envs(1)
     agent = make_hyar(cfg, env, total_env_steps=120)
 
