@@ -1,7 +1,8 @@
 """HyAR-TD3 against hand-computed numbers (the VAE's loss terms, nearest-embedding decoding, the
 latent range and its affine maps, which sampled latents are relabelled and to what), termination
 vs truncation, acting within the parameter bounds, the warm-up's stored actions, the VAE's
-pre-training and periodic schedule, refusals, a grid of runs, and HyAR learning Platform-v0."""
+pre-training and periodic schedule, TD3's annealed learning rates, refusals, a grid of runs, and
+HyAR learning Platform-v0."""
 
 from __future__ import annotations
 
