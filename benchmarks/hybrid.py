@@ -248,6 +248,14 @@ ROWS = [
         "0.78",
         budget=321_000,
     ),
+    # The final exploration noise that steadied Platform's seeds (σ 0.3), on Goal's preset.
+    Row(
+        "HyAR, final exploration σ 0.3",
+        (*HYAR, "agent.exploration_noise=0.3"),
+        GOAL,
+        "0.78",
+        budget=321_000,
+    ),
     # The preset before: one 100k buffer for both, warm-up included.
     Row(
         "HyAR, one 100k buffer for TD3 and the VAE",
