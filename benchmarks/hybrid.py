@@ -234,6 +234,22 @@ ROWS = [
         "0.98 (return)",
         budget=200_000,
     ),
+    # The preset with a quarter of the periodic VAE steps (the change that lifted the reference's
+    # settings most, above): whether a representation that moves less keeps the decoded hops,
+    # and so the greedy policy's success, steadier between evaluations.
+    Row(
+        "HyAR, σ 0.2, actor learning rate 1e-4, a VAE step every 100, seeds 5-9",
+        (
+            *HYAR,
+            "agent.exploration_noise=0.2",
+            "agent.actor_lr=0.0001",
+            "agent.vae_every=100",
+            "seed=5",
+        ),
+        PLATFORM,
+        "0.98 (return)",
+        budget=200_000,
+    ),
     # The `goal` preset: the reference's warm-up and budget, and its two buffers: TD3 draws
     # from its own newest 1e5 transitions (no warm-up ones), the VAE from every transition of
     # the run (its 2e6 buffer holds them all).
@@ -244,14 +260,6 @@ ROWS = [
     Row(
         "HyAR, actor learning rate 1e-4",
         (*HYAR, "agent.actor_lr=0.0001"),
-        GOAL,
-        "0.78",
-        budget=321_000,
-    ),
-    # The final exploration noise that steadied Platform's seeds (σ 0.3), on Goal's preset.
-    Row(
-        "HyAR, final exploration σ 0.3",
-        (*HYAR, "agent.exploration_noise=0.3"),
         GOAL,
         "0.78",
         budget=321_000,
