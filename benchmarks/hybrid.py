@@ -240,7 +240,7 @@ ROWS = [
     *platform_seed_blocks(
         "HyAR, σ 0.2, actor learning rate 1e-4, a VAE step every 100",
         ("agent.exploration_noise=0.2", "agent.actor_lr=0.0001", "agent.vae_every=100"),
-        seeds=(5, 0),
+        seeds=(5,),
     ),
     # The `goal` preset: the reference's warm-up and budget, and its two buffers: TD3 draws
     # from its own newest 1e5 transitions (no warm-up ones), the VAE from every transition of
