@@ -40,6 +40,8 @@ from jaxrl.datatypes import Box, Discrete, EnvSpec, Hybrid, Space
 LOCAL_POOL_MODES = ("sync", "async")  # what GymnasiumPool runs; `ray` pools wrap sync ones
 START_METHOD = "spawn"  # forking a process that runs JAX's threads can deadlock
 WORKER_EXIT_SECONDS = 2.0  # how long a worker whose pipe closed may take to be reported dead
+# What the parent sees when a worker is lost: its pipe closed, or no answer within env.timeout.
+WORKER_LOSS_ERRORS = (EOFError, ConnectionError, multiprocessing.TimeoutError)
 # An async worker's failure is printed by Gymnasium as a warning per worker (the traceback, then
 # "shutting it down" for each) before it raises; the HostEnvError we raise carries the env's own
 # message in one line instead.
@@ -312,7 +314,10 @@ class GymnasiumPool:
             raise HostEnvError(message) from e
 
     def _failure(self, what: str, e: Exception) -> str:
-        if self.mode == "async":
+        # Only a broken pipe or a missing answer can mean a worker died: an exception relayed
+        # from a worker is the env's own, though that worker exits (code 0) right after sending
+        # it and may be gone by the time it is read.
+        if self.mode == "async" and isinstance(e, WORKER_LOSS_ERRORS):
             processes = getattr(getattr(self, "env", None), "processes", [])
             if isinstance(e, EOFError | ConnectionError):  # a pipe closed: its worker is ending
                 for process in processes:

@@ -362,6 +362,32 @@ def test_async_pool_worker_errors_and_deaths_surface_quickly():
     assert all(not p.is_alive() for pool in pools for p in pool.env.processes)
 
 
+@pytest.mark.timeout(60)
+def test_an_env_error_is_named_even_when_its_worker_has_already_exited():
+    """A worker exits right after relaying its env's exception; read after it has gone, the
+    failure is still the env's, not a death (a race the test above once lost)."""
+    pool = GymnasiumPool(
+        [functools.partial(gymnasium.make, "CartPole-v1")] * 2, "async", name="gym/CartPole-v1"
+    )
+    try:
+        for pipe in pool.env.parent_pipes:
+            pipe.close()  # each worker's next read fails, and it exits
+        for process in pool.env.processes:
+            process.join(10)
+        codes = [p.exitcode for p in pool.env.processes]
+        assert None not in codes
+        relayed = AssertionError("np.int64(5) (<class 'numpy.int64'>) invalid")
+        assert pool._failure("step", relayed) == (
+            "gym/CartPole-v1: step raised AssertionError: np.int64(5) (<class 'numpy.int64'>) "
+            "invalid"
+        )
+        assert pool._failure("step", EOFError()) == (
+            f"gym/CartPole-v1: async worker 0 died during step (exit code {codes[0]})"
+        )
+    finally:
+        pool.close()
+
+
 def test_spaces_and_caps_come_from_gymnasium():
     pendulum = envs.make(EnvConfig(id="gym/Pendulum-v1"), 2)
     assert pendulum.spec.max_episode_steps == 200
