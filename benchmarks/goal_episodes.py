@@ -38,8 +38,7 @@ class Episode(NamedTuple):
     last_choice: Array  # int32: the choice of the episode's last action (goal.CHOICES)
     last_x: Array  # float32: the player's x when its last action started
     start_y: Array  # float32: the player's y at the reset
-    kicks: Array  # int32: kick-to actions before the end
-    steps: Array  # int32
+    kicks: Array  # int32: kick-to actions before the last action
 
 
 def play(policy: Policy, episodes: int, key: Array) -> Episode:
@@ -51,7 +50,7 @@ def play(policy: Policy, episodes: int, key: Array) -> Episode:
     zeros_f = jnp.zeros((episodes,), jnp.float32)
 
     def step(carry: Any, step_key: Array) -> tuple[Any, None]:
-        states, obs, alive, terminated, last_choice, last_x, kicks, steps = carry
+        states, obs, alive, terminated, last_choice, last_x, kicks = carry
         act_key, env_key = jax.random.split(step_key)
         choice, parameters = policy.agent.act(policy.agent_state, obs, act_key, True)
         new_states, new_obs, _, ended = jax.vmap(goal.step)(
@@ -63,26 +62,23 @@ def play(policy: Policy, episodes: int, key: Array) -> Episode:
         last_choice = jnp.where(alive, choice, last_choice)
         last_x = jnp.where(alive, carry[0].player_position[:, 0], last_x)
         kicks = kicks + (alive & (choice == 0)).astype(jnp.int32)
-        steps = steps + alive.astype(jnp.int32)
         terminated = terminated | (alive & ended)
         alive = alive & ~ended
-        return (states, obs, alive, terminated, last_choice, last_x, kicks, steps), None
+        return (states, obs, alive, terminated, last_choice, last_x, kicks), None
 
     carry = (states, obs, jnp.ones((episodes,), bool), jnp.zeros((episodes,), bool))
-    carry = (*carry, zeros_i, zeros_f, zeros_i, zeros_i)
+    carry = (*carry, zeros_i, zeros_f, zeros_i)
     keys = jax.random.split(loop_key, goal.MAX_EPISODE_STEPS)
-    (states, _, _, terminated, last_choice, last_x, kicks, steps), _ = jax.lax.scan(
-        step, carry, keys
-    )
+    (states, _, _, terminated, last_choice, last_x, kicks), _ = jax.lax.scan(step, carry, keys)
     ball, keeper = states.ball_position, states.goalie_position
     scored = jax.vmap(goal.in_net)(ball)
     caught = jnp.sqrt(jnp.sum((keeper - ball) ** 2, axis=1)) < goal.CATCHABLE
     end = jnp.where(~terminated, 3, jnp.where(scored, 0, jnp.where(caught, 1, 2))).astype(jnp.int32)
     shots = last_choice != 0
-    return Episode(end, last_choice, last_x, start_y, kicks - (~shots).astype(jnp.int32), steps)
+    return Episode(end, last_choice, last_x, start_y, kicks - (~shots).astype(jnp.int32))
 
 
-def seed_rows(seed: int, ep: Episode) -> list[list[str]]:
+def seed_rows(seed: int | str, ep: Episode) -> list[list[str]]:
     """One row per end: its share of the seed's episodes and what preceded it."""
     rows = []
     for index, name in enumerate(ENDS):
