@@ -72,7 +72,7 @@ def play(policy: Policy, episodes: int, key: Array) -> Episode:
     (states, _, _, terminated, last_choice, last_x, kicks), _ = jax.lax.scan(step, carry, keys)
     ball, keeper = states.ball_position, states.goalie_position
     scored = jax.vmap(goal.in_net)(ball)
-    caught = jnp.sqrt(jnp.sum((keeper - ball) ** 2, axis=1)) < goal.CATCHABLE
+    caught = jax.vmap(goal.goalie_catches)(keeper, ball)
     end = jnp.where(~terminated, 3, jnp.where(scored, 0, jnp.where(caught, 1, 2))).astype(jnp.int32)
     shots = last_choice != 0
     return Episode(end, last_choice, last_x, start_y, kicks - (~shots).astype(jnp.int32))
@@ -100,11 +100,16 @@ def seed_rows(seed: int | str, ep: Episode) -> list[list[str]]:
     return rows
 
 
+def in_band(ep: Episode, low: float, high: float) -> np.ndarray:
+    """The episodes whose start has low <= |y| < high."""
+    return (np.abs(ep.start_y) >= low) & (np.abs(ep.start_y) < high)
+
+
 def band_rates(ep: Episode) -> list[str]:
     """Success rate for starts in each |y| band."""
     rates = []
     for low, high in START_BANDS:
-        mask = (np.abs(ep.start_y) >= low) & (np.abs(ep.start_y) < high)
+        mask = in_band(ep, low, high)
         rates.append(f"{(ep.end[mask] == 0).mean():.2f} ({mask.sum()})" if mask.any() else "—")
     return rates
 
@@ -114,7 +119,7 @@ def band_end_rows(ep: Episode) -> list[list[str]]:
     at the last action of the episodes that the goalie caught."""
     rows = []
     for low, high in START_BANDS:
-        band = (np.abs(ep.start_y) >= low) & (np.abs(ep.start_y) < high)
+        band = in_band(ep, low, high)
         shares = [f"{(ep.end[band] == index).mean():.2f}" for index in range(len(ENDS))]
         caught = band & (ep.end == 1)
         where = f"{np.median(ep.last_x[caught]):.1f}" if caught.any() else "—"

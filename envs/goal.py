@@ -202,6 +202,11 @@ def in_net(ball: Array) -> Array:
     return _in_box(ball, GOAL_X, GOAL_X + GOAL_DEPTH, -GOAL_WIDTH / 2, GOAL_WIDTH / 2)
 
 
+def goalie_catches(goalie: Array, ball: Array) -> Array:
+    """Whether the goalie is within `CATCHABLE` of the ball: an end, lost."""
+    return _norm(goalie - ball) < CATCHABLE
+
+
 # --- bodies --------------------------------------------------------------------------------------
 
 
@@ -317,7 +322,7 @@ def _tick(s: GoalState, target: Array, u: Array) -> tuple[GoalState, Array, Arra
         ball_velocity=ball_velocity,
     )
     scored = in_net(ball_position)
-    caught = _norm(goalie_position - ball_position) < CATCHABLE
+    caught = goalie_catches(goalie_position, ball_position)
     out = ~_in_box(ball_position, 0.0, GOAL_X, -PITCH_WIDTH / 2, PITCH_WIDTH / 2)
     lost = caught | out
     reward = jnp.where(scored, GOAL_REWARD, jnp.where(lost, -goal_distance(ball_position), 0.0))
