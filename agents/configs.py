@@ -811,6 +811,9 @@ class PADDPGConfig(DeterministicConfig, EpsilonGreedyConfig):
     exploration_noise: float = 0.1
 
 
+SCHEDULE_UNITS = ("env_steps", "episodes")
+
+
 @dataclass(frozen=True)
 class HyARConfig(DeterministicConfig):
     """TD3's keys on latents plus the representation's; defaults are the HyAR reference's
@@ -849,8 +852,14 @@ class HyARConfig(DeterministicConfig):
     max_grad_norm: float = 10.0  # the actor's gradient only, as the reference; 0: off
     exploration_noise_start: float = 1.0  # σ on the latent when TD3 starts
     exploration_noise: float = 0.1  # σ after `exploration_steps`
+    # What the exploration and VAE schedules count. "env_steps": `exploration_steps`,
+    # `vae_train_after` and `vae_every` below. "episodes": the episodes TD3's policy has ended
+    # since the VAE's pre-training, as the reference counts them (`exploration_episodes`,
+    # `vae_train_after_episodes`, `vae_every_episodes`).
+    schedule_unit: str = "env_steps"
     # env steps after the warm-up over which σ falls linearly: ~1,000 early Platform episodes
     exploration_steps: int = 3_000
+    exploration_episodes: int = 1_000  # the same in episodes (the reference's)
     discrete_latent_size: int = 6  # z_k, the size of a choice embedding
     parameter_latent_size: int = 6  # z_x
     vae_hidden_size: int = 256
@@ -859,6 +868,10 @@ class HyARConfig(DeterministicConfig):
     vae_pretrain_steps: int = 5_000  # VAE steps on the warm-up's transitions before TD3
     vae_train_after: int = 3_000  # env steps after the warm-up before the periodic VAE steps
     vae_every: int = 25  # env steps per periodic VAE step (~10 episodes); divides iteration_steps
+    # In episodes (the reference's): one VAE step after every `vae_every_episodes`-th episode
+    # from the `vae_train_after_episodes`-th on.
+    vae_train_after_episodes: int = 1_000
+    vae_every_episodes: int = 10
     # False: every VAE step is Adam's first, about vae_lr·sign(gradient) (the reference's)
     vae_adam_moments: bool = True
     dynamics_weight: float = 1.0
@@ -874,7 +887,12 @@ class HyARConfig(DeterministicConfig):
         for key in ("discrete_latent_size", "parameter_latent_size", "vae_hidden_size"):
             value = getattr(self, key)
             require(value >= 1, f"agent.{key}={value} must be >= 1")
-        for key in ("vae_batch_size", "vae_every"):
+        require(
+            self.schedule_unit in SCHEDULE_UNITS,
+            f"agent.schedule_unit='{self.schedule_unit}' is not one of: "
+            f"{', '.join(SCHEDULE_UNITS)}",
+        )
+        for key in ("vae_batch_size", "vae_every", "vae_every_episodes"):
             value = getattr(self, key)
             require(value >= 1, f"agent.{key}={value} must be >= 1")
         require(
@@ -888,11 +906,17 @@ class HyARConfig(DeterministicConfig):
             f"{self.buffer_size}] (0: TD3 draws from the whole buffer)",
         )
         require(self.range_samples >= 2, f"agent.range_samples={self.range_samples} must be >= 2")
-        for key in ("vae_pretrain_steps", "vae_train_after", "exploration_steps"):
+        for key in (
+            "vae_pretrain_steps",
+            "vae_train_after",
+            "exploration_steps",
+            "exploration_episodes",
+            "vae_train_after_episodes",
+        ):
             value = getattr(self, key)
             require(value >= 0, f"agent.{key}={value} must be >= 0")
         require(
-            self.iteration_steps % self.vae_every == 0,
+            self.schedule_unit == "episodes" or self.iteration_steps % self.vae_every == 0,
             f"agent.vae_every={self.vae_every} must divide agent.iteration_steps="
             f"{self.iteration_steps}: each iteration ends with its periodic VAE steps",
         )

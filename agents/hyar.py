@@ -31,8 +31,11 @@ latent action space, and a conditional VAE turns its latents into the env's hybr
 * Schedule. `learning_starts` env steps of uniformly random hybrid actions (the reference's 5,000
   random episodes), then `vae_pretrain_steps` VAE steps on them before TD3's first update; once
   `vae_train_after` more env steps have passed, one VAE step per `vae_every` env steps, and the
-  latent range and dynamics error measured again after them. `anneal_lr` takes TD3's learning
-  rates linearly to 0 over its updates in the budget (`td3_updates`).
+  latent range and dynamics error measured again after them. With `schedule_unit=episodes` σ's
+  fall and the periodic VAE steps count the episodes TD3's policy has ended instead, as the
+  reference's do (`exploration_episodes`, `vae_train_after_episodes`, `vae_every_episodes`; the
+  learner counts them as it collects, `observe`). `anneal_lr` takes TD3's learning rates
+  linearly to 0 over its updates in the budget (`td3_updates`).
 
 Followed, for facts and settings (the code here is ours): github.com/TJU-DRL-LAB/self-supervised-rl,
 commit ece9562, `RL_with_Action_Representation/HyAR/`: `embedding/ActionRepresentation_vae.py`
@@ -53,8 +56,9 @@ Departures, each because our driver differs or to keep the algorithm consistent:
 (1) One replay buffer. The reference keeps two, TD3's (its own steps only, 1e5) and the VAE's
 (everything, 2e6); here the warm-up's transitions also reach TD3, relabelled, unless
 `td3_buffer_size` > 0 gives TD3 a window of the newest of its own (the reference's). (2) Schedules
-count env steps, not episodes: the defaults are Platform's (1,000 of its early episodes are about
-`exploration_steps` env steps; 10 episodes about `vae_every`). (3) VAE training runs between the
+count env steps by default, not episodes: the defaults are Platform's (1,000 of its early
+episodes are about `exploration_steps` env steps; 10 episodes about `vae_every`);
+`schedule_unit=episodes` counts as the reference does. (3) VAE training runs between the
 driver's iterations (`train_step`): the pre-training after the iteration in which the warm-up ended
 (until then the learner still acts at random and its updates change nothing), and each iteration's
 periodic VAE steps at its end, followed by one range measurement (the reference measures after every
@@ -134,6 +138,8 @@ class HyARState(NamedTuple):
     latent_range: LatentRange
     fit: VAEFit
     pretrained: Array  # bool: the VAE has had its pre-training, TD3 may learn
+    episodes: Array  # int32: episodes ended since the pre-training, the episode schedules' clock
+    episode_vae_steps: Array  # int32: periodic VAE steps taken on the episode schedule
 
 
 def uniform_init(key: Key, shape: Sequence[int], dtype: jnp.dtype = jnp.float32) -> Array:
@@ -336,11 +342,21 @@ def measure_range(setup: HyARSetup, state: HyARState, buffer: ReplayState, key: 
     return state._replace(latent_range=latent_range(latents, setup.cfg.range_percent), fit=fit)
 
 
+def episode_vae_steps_due(cfg: HyARConfig, episodes: Array) -> Array:
+    """Periodic VAE steps owed after `episodes` episodes: one for each count t ≤ `episodes` that
+    is a multiple of `vae_every_episodes` and at least `vae_train_after_episodes` (the
+    reference's `t % 10 == 0 and t >= 1000`, checked as each episode ends)."""
+    every = cfg.vae_every_episodes
+    before_first = (max(cfg.vae_train_after_episodes, 1) - 1) // every
+    return jnp.maximum(episodes // every - before_first, 0)
+
+
 def train_vae(
     setup: HyARSetup, state: HyARState, buffer: ReplayState, env_steps: Array, key: Key
 ) -> HyARState:
     """After an iteration: the pre-training once the warm-up has ended, or the iteration's
-    periodic VAE steps once `vae_train_after` env steps have followed it; after either, the
+    periodic VAE steps once `vae_train_after` env steps have followed it, one per `vae_every`
+    (with `schedule_unit=episodes`, those `episode_vae_steps_due` owes); after either, the
     latent range measured again. The step count is data, so vmapped seeds (which share their
     env steps) run the pre-training's loop once, not in every iteration. A run resumed without
     its buffer (`checkpoint.replay_buffer=false`) trains the VAE again once it is refilled."""
@@ -349,10 +365,19 @@ def train_vae(
     # under vmap when no run needs them (`parallel.every_run`).
     filled = buffer.size >= min(cfg.learning_starts, cfg.buffer_size)
     pretraining = every_run(~state.pretrained & (env_steps >= cfg.learning_starts) & filled)
-    periodic = every_run(
-        state.pretrained & (env_steps >= cfg.learning_starts + cfg.vae_train_after) & filled
-    )
-    periodic_steps = cfg.iteration_steps // cfg.vae_every
+    if cfg.schedule_unit == "episodes":
+        # Runs end their episodes at different steps, so their counts differ: under vmap the
+        # loop runs the largest and each run keeps its own.
+        periodic_steps = episode_vae_steps_due(cfg, state.episodes) - state.episode_vae_steps
+        periodic = state.pretrained & filled & (periodic_steps > 0)
+        state = state._replace(
+            episode_vae_steps=state.episode_vae_steps + jnp.where(periodic, periodic_steps, 0)
+        )
+    else:
+        periodic = every_run(
+            state.pretrained & (env_steps >= cfg.learning_starts + cfg.vae_train_after) & filled
+        )
+        periodic_steps = jnp.asarray(cfg.iteration_steps // cfg.vae_every)
     steps = jnp.where(pretraining, cfg.vae_pretrain_steps, jnp.where(periodic, periodic_steps, 0))
     steps_key, range_key = jax.random.split(key)
     state = jax.lax.fori_loop(
@@ -434,10 +459,15 @@ def random_action(setup: HyARSetup, key: Key, batch_size: int) -> HyARAction:
     )
 
 
-def exploration_sigma(cfg: HyARConfig, env_steps: Array) -> Array:
-    """σ of the latent noise after `env_steps`: linear from `exploration_noise_start` at the
-    warm-up's end to `exploration_noise` `exploration_steps` later, then constant."""
-    progress = jnp.clip((env_steps - cfg.learning_starts) / max(cfg.exploration_steps, 1), 0, 1)
+def exploration_sigma(cfg: HyARConfig, env_steps: Array, episodes: Array) -> Array:
+    """σ of the latent noise after `env_steps` env steps and `episodes` episodes since the
+    pre-training: linear from `exploration_noise_start` at the warm-up's end to
+    `exploration_noise` `exploration_steps` env steps (or `exploration_episodes` episodes)
+    later, then constant."""
+    if cfg.schedule_unit == "episodes":
+        progress = jnp.clip(episodes / max(cfg.exploration_episodes, 1), 0, 1)
+    else:
+        progress = jnp.clip((env_steps - cfg.learning_starts) / max(cfg.exploration_steps, 1), 0, 1)
     start, end = cfg.exploration_noise_start, cfg.exploration_noise
     return start + (end - start) * progress
 
@@ -454,10 +484,18 @@ def explore(
     """The stored action of every env: a noisy latent and what it decodes to; random actions
     until the VAE is pre-trained."""
     noise_key, random_key = jax.random.split(key)
-    latent = noisy_latent(setup, state, obs, noise_key, exploration_sigma(setup.cfg, env_steps))
+    sigma = exploration_sigma(setup.cfg, env_steps, state.episodes)
+    latent = noisy_latent(setup, state, obs, noise_key, sigma)
     explored = decode_latent(setup, state, obs, latent)
     random = random_action(setup, random_key, obs.shape[0])
     return jax.tree.map(lambda e, r: jnp.where(state.pretrained, e, r), explored, random)
+
+
+def observe(setup: HyARSetup, state: HyARState, transition: Transition) -> HyARState:
+    """The episodes ended by the batch's step, counted once the VAE is pre-trained (the warm-up's
+    random episodes are not TD3's)."""
+    ended = jnp.sum(transition.terminated | transition.truncated, dtype=jnp.int32)
+    return state._replace(episodes=state.episodes + jnp.where(state.pretrained, ended, 0))
 
 
 def act(
@@ -554,6 +592,8 @@ def init(setup: HyARSetup, obs: Array, key: Key) -> HyARState:
         LatentRange(-ones, ones),
         VAEFit(zero, zero, zero),
         jnp.zeros((), bool),
+        jnp.zeros((), jnp.int32),
+        jnp.zeros((), jnp.int32),
     )
 
 
@@ -666,6 +706,7 @@ def make_learner(setup: HyARSetup, spec: EnvSpec) -> Learner:
         params=lambda state: (state.td3.actor_params, state.vae_params, state.latent_range),
         env_action=functools.partial(env_action, setup),
         random_action=functools.partial(random_action, setup),
+        observe=functools.partial(observe, setup),
     )
 
 

@@ -78,6 +78,9 @@ class Learner(NamedTuple):
     random_action: Callable[[Key, int], PyTree] | None = None
     # The update under prioritised replay (`jaxrl.prioritized`); None: the learner has none.
     weighted_update: WeightedUpdate | None = None
+    # (state, the batch's transitions just stored) -> state: for a learner whose schedules
+    # count what it collects (HyAR's, in episodes); None: collecting leaves the state alone.
+    observe: Callable[[PyTree, Transition], PyTree] | None = None
 
 
 def to_env_actions(learner: Learner, actions: PyTree) -> Action:
@@ -256,7 +259,10 @@ def collect(
     else:
         buffer = state.buffer._replace(items=setup.layout.add(state.buffer.items, transition))
         buffer = prioritized.add_priorities(buffer, num_envs)
-    state = state._replace(buffer=buffer, env_steps=state.env_steps + num_envs)
+    learner_state = state.learner
+    if setup.learner.observe is not None:
+        learner_state = setup.learner.observe(learner_state, transition)
+    state = OffPolicyState(learner_state, buffer, state.env_steps + num_envs)
     done = info["episode_done"]
     return (state, env_state), (done.sum(), jnp.where(done, info["episode_return"], 0).sum())
 

@@ -25,6 +25,7 @@ from agents.hyar import (
     VAEFit,
     act,
     env_action,
+    episode_vae_steps_due,
     exploration_sigma,
     inverting_gradients_at_bounds,
     latent_range,
@@ -340,7 +341,27 @@ def test_exploration_noise_falls_linearly_after_the_warm_up():
     1 − 0.9·1,500/3,000 = 0.55 halfway."""
     cfg = HyARConfig()
     steps = jnp.array([0, 11_000, 12_500, 14_000, 50_000])
-    np.testing.assert_allclose(exploration_sigma(cfg, steps), [1.0, 1.0, 0.55, 0.1, 0.1], rtol=1e-6)
+    sigma = exploration_sigma(cfg, steps, jnp.int32(0))
+    np.testing.assert_allclose(sigma, [1.0, 1.0, 0.55, 0.1, 0.1], rtol=1e-6)
+
+
+def test_with_episode_schedules_sigma_falls_over_episodes_not_env_steps():
+    """`schedule_unit=episodes`: σ counts the episodes since the pre-training, 1 − 0.9·250/1,000
+    = 0.775 after 250 of the 1,000, whatever the env steps; 0.1 from the 1,000th."""
+    cfg = HyARConfig(schedule_unit="episodes")
+    episodes = jnp.array([0, 250, 500, 1_000, 5_000])
+    sigma = exploration_sigma(cfg, jnp.int32(50_000), episodes)
+    np.testing.assert_allclose(sigma, [1.0, 0.775, 0.55, 0.1, 0.1], rtol=1e-6)
+
+
+def test_episode_vae_steps_are_due_every_tenth_episode_from_the_thousandth():
+    """The reference's `t % 10 == 0 and t >= 1000` as episode t ends: none by episode 999, one
+    at 1,000, still one at 1,009, two at 1,010, 101 at 2,000; from the start, every tenth."""
+    cfg = HyARConfig(schedule_unit="episodes")
+    episodes = jnp.array([0, 999, 1_000, 1_009, 1_010, 2_000])
+    np.testing.assert_array_equal(episode_vae_steps_due(cfg, episodes), [0, 0, 1, 1, 2, 101])
+    early = dataclasses.replace(cfg, vae_train_after_episodes=0)
+    np.testing.assert_array_equal(episode_vae_steps_due(early, jnp.array([9, 10, 25])), [0, 1, 2])
 
 
 def test_the_warm_up_stores_random_actions_without_latents(platform):
@@ -458,26 +479,43 @@ def test_td3_on_its_own_steps_draws_the_newest_after_the_warm_up(platform):
         assert set(np.asarray(batch.reward).tolist()) == drawn
 
 
-def test_each_episode_start_adds_an_update_with_the_option(platform):
-    """After the warm-up TD3 updates once per env step and, with `update_at_episode_start`, once
+def test_episode_starts_add_updates_and_episode_schedules_count_each_runs_episodes(platform):
+    """Two seeds in one program, whose episodes end at different steps (`cond_over_runs`).
+    After the warm-up TD3 updates once per env step and, with `update_at_episode_start`, once
     more after each step that ended an episode (the reference's update as each episode starts):
-    in the second 40-step iteration, 40 updates plus the episodes ended. Two seeds in one
-    program, whose episodes end at different steps (`cond_over_runs`)."""
-    cfg = HyARConfig(**FORTY_STEP_ITERATIONS, update_at_episode_start=True)
+    in the second 40-step iteration, 40 updates plus the episodes ended. With
+    `schedule_unit=episodes` each seed counts the episodes ended after the VAE's pre-training
+    (the second and third iterations', not the warm-up's) and takes one VAE step per 3 of them
+    from the 2nd on: Adam's count is the 2 pre-training steps plus ⌊episodes / 3⌋."""
+    cfg = HyARConfig(
+        **FORTY_STEP_ITERATIONS,
+        update_at_episode_start=True,
+        schedule_unit="episodes",
+        vae_train_after_episodes=2,
+        vae_every_episodes=3,
+    )
     env = platform.with_num_envs(1)
     agent = make_hyar(cfg, env, total_env_steps=1e6)
 
-    def second_iteration(key):
-        init_key, env_key, first_key, second_key = jax.random.split(key, 4)
-        state, env_state, _ = agent.train_step(agent.init(init_key), env.reset(env_key), first_key)
-        before = state.learner.td3.updates  # none: TD3 waits for the VAE's pre-training
-        state, _, metrics = agent.train_step(state, env_state, second_key)
-        return before, state.learner.td3.updates, metrics["episodes"]
+    def three_iterations(key):
+        init_key, env_key, *keys = jax.random.split(key, 5)
+        state, env_state = agent.init(init_key), env.reset(env_key)
+        updates, ended = [], []
+        for iteration_key in keys:
+            state, env_state, metrics = agent.train_step(state, env_state, iteration_key)
+            updates.append(state.learner.td3.updates)
+            ended.append(metrics["episodes"])
+        learner = state.learner
+        return updates, ended, learner.episodes, learner.vae_opt_state[0].count
 
-    run = jax.jit(jax.vmap(second_iteration, axis_name=RUN_AXIS))
-    before, after, episodes = (np.asarray(x) for x in run(jax.random.split(make_key(3), 2)))
-    assert (before == 0).all() and (episodes > 0).all()
-    np.testing.assert_array_equal(after, 40 + episodes)
+    run = jax.jit(jax.vmap(three_iterations, axis_name=RUN_AXIS))
+    updates, ended, counted, vae_steps = jax.device_get(run(jax.random.split(make_key(3), 2)))
+    assert (updates[0] == 0).all()  # TD3 waits for the VAE's pre-training
+    assert (ended[1] > 0).all()
+    np.testing.assert_array_equal(updates[1], 40 + ended[1])
+    assert counted[0] != counted[1] and (counted >= 3).all()
+    np.testing.assert_array_equal(counted, ended[1] + ended[2])
+    np.testing.assert_array_equal(vae_steps, 2 + counted // 3)
 
 
 @pytest.mark.parametrize("anneal", [True, False])
@@ -523,6 +561,11 @@ def fake_steps(setup, n: int) -> Transition:
         ("agent.vae_every=300", "agent.vae_every=300 must divide agent.iteration_steps=1000"),
         ("agent.range_percent=50", r"agent.range_percent=50.0 must be in \[0, 50\)"),
         ("agent.learning_starts=0", "agent.learning_starts=0 must be >= 1"),
+        (
+            "agent.schedule_unit=iterations",
+            "agent.schedule_unit='iterations' is not one of: env_steps, episodes",
+        ),
+        ("agent.vae_every_episodes=0", "agent.vae_every_episodes=0 must be >= 1"),
         ("agent.relabel_threshold=-1", "agent.relabel_threshold=-1.0 must be >= 0"),
         (
             "agent.td3_buffer_size=300000",
