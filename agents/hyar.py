@@ -68,7 +68,7 @@ the reference builds a new Adam at every VAE step, so each of its steps is Adam'
 `vae_lr`·sign(gradient) (`vae_adam_moments=false`). (6) A fixed number of pre-training steps; the
 reference stops after 5,000 once its loss stops falling. (7) One update per env step unless
 `update_at_episode_start`; the reference adds one at each episode's start. (8) Flax's LeCun-normal
-initialisers instead of PyTorch's; a latent range is kept at least 1e-6 wide so that mapping back
+initialisers instead of PyTorch's unless `layer_init=pytorch`; a latent range is kept at least 1e-6 wide so that mapping back
 into [−1, 1] never divides by zero.
 """
 
@@ -96,7 +96,7 @@ from jaxrl.deterministic import (
 )
 from jaxrl.env import Env
 from jaxrl.hybrid_actions import hybrid_actions, parameter_owners, parameter_scale
-from jaxrl.networks import Dense
+from jaxrl.networks import Dense, layer_init
 from jaxrl.offpolicy import Learner, OffPolicySetup, OffPolicyState
 from jaxrl.parallel import every_run
 from jaxrl.replay import ReplayState
@@ -156,23 +156,29 @@ class HybridActionVAE(nn.Module):
     latent_size: int  # parameter_latent_size
     obs_size: int
     hidden_size: int
+    init_scheme: str = "lecun_normal"  # `networks.layer_init`'s scheme
 
     def setup(self) -> None:
         hidden = self.hidden_size
+
+        def dense(size: int, fan_in: int) -> nn.Module:
+            return Dense(size, **layer_init(self.init_scheme, fan_in))
+
         self.embeddings = self.param(
             "embeddings", uniform_init, (self.num_choices, self.embedding_size)
         )
-        self.encoder_condition = Dense(hidden)
-        self.encoder_parameters = Dense(hidden)
-        self.encoder_hidden = (Dense(hidden), Dense(hidden))
-        self.latent_mean = Dense(self.latent_size)
-        self.latent_log_std = Dense(self.latent_size)
-        self.decoder_condition = Dense(hidden)
-        self.decoder_latent = Dense(hidden)
-        self.decoder_hidden = (Dense(hidden), Dense(hidden))
-        self.parameter_head = Dense(self.parameter_size)
-        self.dynamics_hidden = Dense(hidden)
-        self.dynamics_head = Dense(self.obs_size)
+        conditioned = self.obs_size + self.embedding_size  # (s, e_k)
+        self.encoder_condition = dense(hidden, conditioned)
+        self.encoder_parameters = dense(hidden, self.parameter_size)
+        self.encoder_hidden = (dense(hidden, hidden), dense(hidden, hidden))
+        self.latent_mean = dense(self.latent_size, hidden)
+        self.latent_log_std = dense(self.latent_size, hidden)
+        self.decoder_condition = dense(hidden, conditioned)
+        self.decoder_latent = dense(hidden, self.latent_size)
+        self.decoder_hidden = (dense(hidden, hidden), dense(hidden, hidden))
+        self.parameter_head = dense(self.parameter_size, hidden)
+        self.dynamics_hidden = dense(hidden, hidden)
+        self.dynamics_head = dense(self.obs_size, hidden)
 
     def choice_embeddings(self) -> Array:
         """[K, Zk]: every choice's embedding e_k."""
@@ -235,11 +241,16 @@ class LatentActor(nn.Module):
     layer_norm: bool = False
     invert: bool = True
     squash: bool = True  # what jaxrl.deterministic reads: the output is already in [−1, 1]
+    init_scheme: str = "lecun_normal"  # `networks.layer_init`'s scheme
 
     @nn.compact
     def __call__(self, obs: Array) -> Array:
         latent = DeterministicActor(
-            self.latent_size, self.hidden_sizes, self.activation, self.layer_norm
+            self.latent_size,
+            self.hidden_sizes,
+            self.activation,
+            self.layer_norm,
+            init_scheme=self.init_scheme,
         )(obs)
         return inverting_gradients_at_bounds(latent) if self.invert else latent
 
@@ -659,9 +670,14 @@ def make_setup(cfg: HyARConfig, spec: EnvSpec, total_env_steps: float | None = N
     sizes, positions = parameter_layout(space)
     latent_size = cfg.discrete_latent_size + cfg.parameter_latent_size
     actor = LatentActor(
-        latent_size, cfg.hidden_sizes, cfg.activation, cfg.layer_norm, cfg.inverting_gradients
+        latent_size,
+        cfg.hidden_sizes,
+        cfg.activation,
+        cfg.layer_norm,
+        cfg.inverting_gradients,
+        init_scheme=cfg.layer_init,
     )
-    critic = StateActionCritic(cfg.hidden_sizes, cfg.activation, cfg.layer_norm)
+    critic = StateActionCritic(cfg.hidden_sizes, cfg.activation, cfg.layer_norm, cfg.layer_init)
     critics = Critics(critic, 2 if cfg.twin_critics else 1)
     # Adam's moments as one flat vector per network (`optax.flatten`): the same steps in a few
     # ops instead of a few per weight array, a smaller program to compile.
@@ -682,6 +698,7 @@ def make_setup(cfg: HyARConfig, spec: EnvSpec, total_env_steps: float | None = N
         latent_size=cfg.parameter_latent_size,
         obs_size=obs_shape[0],
         hidden_size=cfg.vae_hidden_size,
+        init_scheme=cfg.layer_init,
     )
     return HyARSetup(
         cfg,

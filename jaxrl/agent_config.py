@@ -18,6 +18,8 @@ from jaxrl.config import ConfigError, require
 ACTIVATION_NAMES = ("tanh", "relu", "elu", "gelu")
 # The names `agent.kernel_init` may take: the keys of `jaxrl.networks.KERNEL_INITS`.
 KERNEL_INIT_NAMES = ("orthogonal", "lecun_normal")
+# The names `agent.layer_init` may take (`jaxrl.networks.layer_init`).
+LAYER_INIT_NAMES = ("lecun_normal", "pytorch")
 # The names `agent.torso` may take (`jaxrl.networks.resolve_torso`): auto is the Nature CNN for
 # image observations and an MLP otherwise.
 TORSO_NAMES = ("auto", "mlp", "nature_cnn")
@@ -232,9 +234,16 @@ class DeterministicConfig(OffPolicyConfig):
     # True: an unsquashed actor bounded by inverting gradients instead of a tanh
     inverting_gradients: bool = False
     max_grad_norm: float = 0.0  # global-norm clipping of each network's gradient; 0: off
+    # How the actor's and critics' layers start (`jaxrl.networks.layer_init`): flax's default,
+    # or "pytorch" (nn.Linear's) as the PyTorch references' networks start.
+    layer_init: str = "lecun_normal"
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        require(
+            self.layer_init in LAYER_INIT_NAMES,
+            f"agent.layer_init='{self.layer_init}' is not one of: {', '.join(LAYER_INIT_NAMES)}",
+        )
         require(self.actor_lr > 0, f"agent.actor_lr={self.actor_lr} must be > 0")
         require(self.critic_lr > 0, f"agent.critic_lr={self.critic_lr} must be > 0")
         require(0 < self.tau <= 1, f"agent.tau={self.tau} must be in (0, 1]")

@@ -20,7 +20,7 @@ import numpy as np
 from jaxrl.config import ConfigError
 from jaxrl.datatypes import Array, Box, Discrete, EnvSpec, Key, PyTree
 from jaxrl.env import describe_actions
-from jaxrl.networks import Dense, activation
+from jaxrl.networks import Dense, activation, layer_init
 
 
 class ActionScale(NamedTuple):
@@ -63,17 +63,19 @@ def box_actions(spec: EnvSpec, agent: str) -> ActionScale:
 
 class Torso(nn.Module):
     """Dense layers with an activation, optionally layer-normalised before it. Flax's default
-    (LeCun normal) initialiser: the orthogonal one is a QR, which must not be vmapped on CPU."""
+    (LeCun normal) initialiser unless `init_scheme` says PyTorch's (`networks.layer_init`); not the
+    orthogonal one: a QR, which must not be vmapped on CPU."""
 
     hidden_sizes: Sequence[int]
     activation: str = "relu"
     layer_norm: bool = False
+    init_scheme: str = "lecun_normal"
 
     @nn.compact
     def __call__(self, x: Array) -> Array:
         act = activation(self.activation)
         for size in self.hidden_sizes:
-            x = Dense(size)(x)
+            x = Dense(size, **layer_init(self.init_scheme, x.shape[-1]))(x)
             if self.layer_norm:
                 x = nn.LayerNorm()(x)
             x = act(x)
@@ -104,12 +106,13 @@ class StateActionCritic(nn.Module):
     hidden_sizes: Sequence[int]
     activation: str = "relu"
     layer_norm: bool = False
+    init_scheme: str = "lecun_normal"  # `networks.layer_init`'s scheme
 
     @nn.compact
     def __call__(self, obs: Array, action: Array) -> Array:
         x = jnp.concatenate([obs.astype(jnp.float32), action], axis=-1)
-        x = Torso(self.hidden_sizes, self.activation, self.layer_norm)(x)
-        return Dense(1)(x)[..., 0]
+        x = Torso(self.hidden_sizes, self.activation, self.layer_norm, self.init_scheme)(x)
+        return Dense(1, **layer_init(self.init_scheme, x.shape[-1]))(x)[..., 0]
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,7 @@ from jaxrl.continuous import (
     inverted_gradients,
 )
 from jaxrl.datatypes import Array, EnvSpec, Key, Metrics, PyTree, Transition
-from jaxrl.networks import Dense
+from jaxrl.networks import Dense, layer_init
 from jaxrl.offpolicy import Learner, soft_update
 from jaxrl.parallel import cond_over_runs
 
@@ -54,12 +54,15 @@ class DeterministicActor(nn.Module):
     activation: str = "relu"
     layer_norm: bool = False
     squash: bool = True
+    # `networks.layer_init`'s scheme; the unsquashed head keeps its own
+    init_scheme: str = "lecun_normal"
 
     @nn.compact
     def __call__(self, obs: Array) -> Array:
-        x = Torso(self.hidden_sizes, self.activation, self.layer_norm)(obs.astype(jnp.float32))
+        obs = obs.astype(jnp.float32)
+        x = Torso(self.hidden_sizes, self.activation, self.layer_norm, self.init_scheme)(obs)
         if self.squash:
-            return jnp.tanh(Dense(self.action_size)(x))
+            return jnp.tanh(Dense(self.action_size, **layer_init(self.init_scheme, x.shape[-1]))(x))
         return Dense(self.action_size, kernel_init=nn.initializers.normal(1e-4))(x)
 
 
@@ -94,8 +97,9 @@ def deterministic_networks(cfg: DeterministicConfig, spec: EnvSpec) -> Determini
         cfg.activation,
         cfg.layer_norm,
         squash=not cfg.inverting_gradients,
+        init_scheme=cfg.layer_init,
     )
-    q = StateActionCritic(cfg.hidden_sizes, cfg.activation, cfg.layer_norm)
+    q = StateActionCritic(cfg.hidden_sizes, cfg.activation, cfg.layer_norm, cfg.layer_init)
     critics = Critics(q, 2 if cfg.twin_critics else 1)
 
     def adam(learning_rate: float) -> optax.GradientTransformation:

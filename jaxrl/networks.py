@@ -171,6 +171,21 @@ def deterministic_action(output: Array, space: Space) -> Array:
     return low + (jnp.tanh(output) + 1.0) * 0.5 * (high - low)
 
 
+def layer_init(scheme: str, fan_in: int) -> dict[str, Callable[..., Array]]:
+    """`Dense` keyword arguments that start a layer of `fan_in` inputs as `scheme` says
+    (`agent.layer_init`, `jaxrl.agent_config.LAYER_INIT_NAMES`): flax's default (LeCun normal
+    weights, zero biases), or PyTorch's `nn.Linear` default (weights and biases uniform in
+    ±1/√fan_in, its `reset_parameters`), which references written in PyTorch start from."""
+    if scheme == "lecun_normal":
+        return {}
+    bound = 1.0 / float(np.sqrt(fan_in))
+
+    def uniform(key: Array, shape: Sequence[int], dtype: jnp.dtype = jnp.float32) -> Array:
+        return jax.random.uniform(key, shape, dtype, -bound, bound)
+
+    return {"kernel_init": uniform, "bias_init": uniform}
+
+
 # Weight initialisations an agent can offer as `agent.kernel_init`: (hidden layers, output heads).
 # orthogonal: gain √2 hidden, 1 for value heads (the PPO implementation detail, our default);
 # lecun_normal: flax's default Dense init, which CleanRL's and PureJaxRL's DQN networks keep.

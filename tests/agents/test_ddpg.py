@@ -97,6 +97,25 @@ def test_layer_norm_normalises_every_hidden_layer_of_actor_and_critic(spec):
     np.testing.assert_allclose(normalised.var(-1), 1.0, rtol=1e-3)
 
 
+def test_pytorch_layer_init_reaches_actor_and_critic(spec):
+    """`layer_init=pytorch` through the learner's config: the Pendulum critic's first layer
+    (3 features + 1 action in) starts uniform in ±1/√4 = ±0.5, biases too; the actor's head
+    (32 in) in ±1/√32. Flax's default leaves biases at 0."""
+    for scheme in ("pytorch", "lecun_normal"):
+        cfg = DDPGConfig(hidden_sizes=(32, 32), layer_init=scheme)
+        state = make_deterministic_learner(cfg, spec).init(make_key(0))
+        first = state.critic_params["params"]["Torso_0"]["Dense_0"]
+        head = state.actor_params["params"]["Dense_0"]
+        for layer, bound in ((first, 0.5), (head, 1 / np.sqrt(32))):
+            kernel, bias = np.asarray(layer["kernel"]), np.asarray(layer["bias"])
+            if scheme == "pytorch":
+                assert np.abs(kernel).max() <= bound and 0 < np.abs(bias).max() <= bound
+            else:
+                assert not bias.any()
+        if scheme == "pytorch":
+            assert np.abs(first["kernel"]).max() > 0.45  # 128 draws fill ±0.5
+
+
 @pytest.mark.slow
 def test_ddpg_learns_pendulum_in_20k_steps(tmp_path):
     """DDPG with 64-64 networks, Adam 1e-3 and 1,000 random warm-up steps (the rest: DDPG's

@@ -148,6 +148,45 @@ def tree_equal(a, b) -> bool:
     return all(np.array_equal(x, y) for x, y in pairs)
 
 
+def dense_layers(params) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Every (kernel, bias) pair in a parameter tree; a critic ensemble's carry a leading axis."""
+    found = []
+
+    def visit(tree):
+        if isinstance(tree, dict) and "kernel" in tree:
+            found.append((np.asarray(tree["kernel"]), np.asarray(tree["bias"])))
+        elif isinstance(tree, dict | tuple | list):
+            for child in tree.values() if isinstance(tree, dict) else tree:
+                visit(child)
+
+    visit(params)
+    return found
+
+
+def test_pytorch_layer_init_starts_every_layer_as_nn_linear(platform):
+    """`layer_init=pytorch`: every dense layer of the actor, the two critics and the VAE starts as
+    PyTorch's nn.Linear does, weights and biases uniform in ±1/√fan_in (fan_in: the kernel's
+    rows), so their standard deviation is 1/√(3·fan_in). Flax's default (`lecun_normal`):
+    biases 0 and weights of standard deviation 1/√fan_in."""
+    for scheme, spread in (("pytorch", 1 / np.sqrt(3)), ("lecun_normal", 1.0)):
+        cfg = HyARConfig(layer_init=scheme)
+        setup = make_setup(cfg, platform.spec)
+        state = jax.jit(make_learner(setup, platform.spec).init)(make_key(0))
+        params = (state.td3.actor_params, state.td3.critic_params, state.vae_params)
+        layers = dense_layers(params)
+        assert len(layers) == 3 + 3 + 13  # the actor, the critics (stacked), the VAE
+        for kernel, bias in layers:
+            fan_in = kernel.shape[-2]
+            bound = 1 / np.sqrt(fan_in)
+            if kernel.size >= 2_000:  # enough draws for the spread within 10%
+                np.testing.assert_allclose(kernel.std(), spread * bound, rtol=0.1)
+            if scheme == "pytorch":
+                assert np.abs(kernel).max() <= bound and np.abs(bias).max() <= bound
+                assert np.abs(bias).max() > 0
+            else:
+                assert not bias.any()
+
+
 def test_vae_loss_terms_by_hand(platform):
     """The tiny VAE on three stored steps, ε fixed: each term recomputed from the layer rules in
     `tiny_vae`, and the loss 1·dynamics + 2·reconstruction + 0.5·KL."""
@@ -566,6 +605,10 @@ def fake_steps(setup, n: int) -> Transition:
             "agent.schedule_unit='iterations' is not one of: env_steps, episodes",
         ),
         ("agent.vae_every_episodes=0", "agent.vae_every_episodes=0 must be >= 1"),
+        (
+            "agent.layer_init=torch",
+            "agent.layer_init='torch' is not one of: lecun_normal, pytorch",
+        ),
         ("agent.relabel_threshold=-1", "agent.relabel_threshold=-1.0 must be >= 0"),
         (
             "agent.td3_buffer_size=300000",
