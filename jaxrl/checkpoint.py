@@ -28,6 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
 
+from jaxrl.config import ConfigError
 from jaxrl.distributed import is_distributed
 from jaxrl.prng import data_to_keys, keys_to_data
 from jaxrl.replay import ReplayState
@@ -190,6 +191,34 @@ class ReplayItemsRestore(ocp.args.CheckpointArgs):
     like: Any  # arrays or ShapeDtypeStructs of the full tree
 
 
+def _leaf_shapes(tree: Any) -> dict[str, tuple[int, ...] | None]:
+    """Each leaf's dotted path and shape (None where the leaf has none)."""
+    leaves = jax.tree_util.tree_flatten_with_path(tree)[0]
+    return {
+        jax.tree_util.keystr(path, simple=True, separator="."): getattr(leaf, "shape", None)
+        for path, leaf in leaves
+    }
+
+
+def state_differences(saved: Any, wanted: Any) -> str:
+    """What a restore's tree (`wanted`) and the checkpoint's (`saved`, orbax's metadata) do not
+    share: paths one side lacks, shapes that differ; "" when they agree."""
+    have, want = _leaf_shapes(saved), _leaf_shapes(wanted)
+    parts = []
+    if missing := sorted(want.keys() - have.keys()):
+        parts.append(f"the checkpoint lacks {', '.join(missing)}")
+    if extra := sorted(have.keys() - want.keys()):
+        parts.append(f"it holds {', '.join(extra)}, which this version does not")
+    reshaped = [
+        f"{path} is {have[path]} there, {want[path]} here"
+        for path in sorted(have.keys() & want.keys())
+        if have[path] is not None and want[path] is not None and tuple(have[path]) != want[path]
+    ]
+    if reshaped:
+        parts.append("; ".join(reshaped))
+    return "; ".join(parts)
+
+
 class Checkpointer:
     def __init__(self, directory: Path, keep: int, replay_buffers: bool = True) -> None:
         self.directory = Path(directory).absolute()
@@ -238,6 +267,19 @@ class Checkpointer:
             raise FileNotFoundError(f"no checkpoint in {self.directory}")
         saved_like = _without_buffer_items(like)
         abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, keys_to_data(saved_like))
+        # A checkpoint written by a version whose state differs, checked on its metadata before
+        # any read: orbax refuses other paths mid-read and hands back other shapes as saved.
+        handler = ocp.StandardCheckpointHandler()
+        try:
+            saved = handler.metadata(self.directory / str(step) / "state")
+        finally:
+            handler.close()
+        if differences := state_differences(saved, abstract):
+            raise ConfigError(
+                f"the checkpoint of iteration {step} in {self.directory} holds another state "
+                f"than this jaxrl builds for the run ({differences}): it was written by another "
+                "version; continue it with that version, or start a fresh run"
+            )
         restored = self._manager.restore(
             step,
             args=ocp.args.Composite(

@@ -447,7 +447,9 @@ def _train(
         )
     ckpt = Checkpointer(run_dir / CHECKPOINTS, cfg.checkpoint.keep, cfg.checkpoint.replay_buffer)
     primary = distributed.is_primary()  # the process that writes the run's files
-    if primary:
+    # A resumed run's config is written once its checkpoint has restored: one this version
+    # cannot restore leaves the directory as the version that wrote it can still continue it.
+    if primary and not cfg.resume:
         save_config(cfg, run_dir, trainer.env.spec)
     if primary and cfg.log.progress:
         # The console's first line once the run is known to start (stdout keeps the CLI's
@@ -509,7 +511,14 @@ def _train(
     t_restore = time.perf_counter()
     if cfg.resume:
         fresh_env_state = carry.env_state
-        carry, meta = ckpt.restore(carry)
+        try:
+            carry, meta = ckpt.restore(carry)
+        except ConfigError:
+            display.close()
+            ckpt.close()
+            raise
+        if primary:
+            save_config(cfg, run_dir, trainer.env.spec)
         if host_steps:  # a handle to this process's pools: fresh episodes
             carry = carry._replace(env_state=fresh_env_state)
         progress = Progress(**meta["progress"])

@@ -169,7 +169,7 @@ def test_pytorch_layer_init_starts_every_layer_as_nn_linear(platform):
     rows), so their standard deviation is 1/√(3·fan_in). Flax's default (`lecun_normal`):
     biases 0 and weights of standard deviation 1/√fan_in."""
     for scheme, spread in (("pytorch", 1 / np.sqrt(3)), ("lecun_normal", 1.0)):
-        cfg = HyARConfig(layer_init=scheme)
+        cfg = HyARConfig(layer_init=scheme, hidden_sizes=(64, 64), vae_hidden_size=64)
         setup = make_setup(cfg, platform.spec)
         state = jax.jit(make_learner(setup, platform.spec).init)(make_key(0))
         params = (state.td3.actor_params, state.td3.critic_params, state.vae_params)
@@ -537,23 +537,26 @@ def test_episode_starts_add_updates_and_episode_schedules_count_each_runs_episod
     agent = make_hyar(cfg, env, total_env_steps=1e6)
 
     def three_iterations(key):
-        init_key, env_key, *keys = jax.random.split(key, 5)
-        state, env_state = agent.init(init_key), env.reset(env_key)
-        updates, ended = [], []
-        for iteration_key in keys:
-            state, env_state, metrics = agent.train_step(state, env_state, iteration_key)
-            updates.append(state.learner.td3.updates)
-            ended.append(metrics["episodes"])
+        init_key, env_key, iterations_key = jax.random.split(key, 3)
+
+        def iteration(carry, iteration_key):
+            state, env_state, metrics = agent.train_step(*carry, iteration_key)
+            return (state, env_state), (state.learner.td3.updates, metrics["episodes"])
+
+        start = (agent.init(init_key), env.reset(env_key))
+        (state, _), (updates, ended) = jax.lax.scan(
+            iteration, start, jax.random.split(iterations_key, 3)
+        )
         learner = state.learner
         return updates, ended, learner.episodes, learner.vae_opt_state[0].count
 
     run = jax.jit(jax.vmap(three_iterations, axis_name=RUN_AXIS))
     updates, ended, counted, vae_steps = jax.device_get(run(jax.random.split(make_key(3), 2)))
-    assert (updates[0] == 0).all()  # TD3 waits for the VAE's pre-training
-    assert (ended[1] > 0).all()
-    np.testing.assert_array_equal(updates[1], 40 + ended[1])
+    assert (updates[:, 0] == 0).all()  # [seed, iteration]: TD3 waits for the pre-training
+    assert (ended[:, 1] > 0).all()
+    np.testing.assert_array_equal(updates[:, 1], 40 + ended[:, 1])
     assert counted[0] != counted[1] and (counted >= 3).all()
-    np.testing.assert_array_equal(counted, ended[1] + ended[2])
+    np.testing.assert_array_equal(counted, ended[:, 1] + ended[:, 2])
     np.testing.assert_array_equal(vae_steps, 2 + counted // 3)
 
 

@@ -15,7 +15,7 @@ import envs
 from agents.dqn import DQNConfig, make_dqn
 from jaxrl import replay
 from jaxrl.checkpoint import Checkpointer, _os_reason
-from jaxrl.config import EnvConfig
+from jaxrl.config import ConfigError, EnvConfig
 from jaxrl.prng import make_key
 
 CAPACITY = 50_000
@@ -160,6 +160,25 @@ def test_an_off_policy_run_resumed_from_its_buffer_equals_the_run_uninterrupted(
         strict=True,
     ):
         np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+
+
+def test_a_checkpoint_of_another_state_is_refused_naming_what_differs(tmp_path: Path) -> None:
+    """A checkpoint written by a version whose state had other fields or shapes: the restore is a
+    ConfigError naming what differs, not orbax's ValueError (other fields) or a state of the
+    saved shapes (which orbax gives back as they were) that the run's program cannot take."""
+    ckpt = Checkpointer(tmp_path, 1)
+    ckpt.save(1, {"params": jnp.arange(3.0), "old": jnp.zeros(2)}, {})
+    newer = {"params": jnp.zeros(3), "episodes": jnp.zeros((), jnp.int32)}
+    with pytest.raises(ConfigError) as refused:
+        ckpt.restore(jax.eval_shape(lambda: newer))
+    ckpt.close()
+    message = str(refused.value)
+    assert "\n" not in message and "iteration 1" in message
+    assert "(the checkpoint lacks episodes; it holds old, which this version does not)" in message
+    with pytest.raises(ConfigError, match=r"\(params is \(3,\) there, \(4,\) here\)"):
+        ckpt = Checkpointer(tmp_path, 1)
+        ckpt.restore(jax.eval_shape(lambda: {"params": jnp.zeros(4), "old": jnp.zeros(2)}))
+    ckpt.close()
 
 
 def test_a_failed_write_names_the_operating_systems_reason_in_every_wording() -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 import resource
+import shutil
 import signal
 import subprocess
 import sys
@@ -342,6 +343,12 @@ BAD_INPUT: list[tuple[str, tuple[str, ...], str]] = [
         "error: resume={garbled}: config.json is not readable",
     ),
     (
+        "resume-a-checkpoint-of-another-state",
+        ("resume={skewed}",),
+        "error: the checkpoint of iteration 2 in {skewed}/checkpoints holds another state than "
+        "this jaxrl builds for the run (",
+    ),
+    (
         "resume-changes-what-is-learned",
         ("resume={run}", "agent.sigma=0.5"),
         "error: resume={run}: 'agent.sigma' cannot change when a run continues",
@@ -385,7 +392,14 @@ def bad_input_results(
     garbled = tmp / "garbled"
     garbled.mkdir()
     (garbled / "config.json").write_text("{not json")
-    places.update(unstarted=unstarted, garbled=garbled)
+    # As a version whose network differed would have written it: the config builds another
+    # state than its checkpoint holds.
+    skewed = tmp / "skewed"
+    shutil.copytree(finished_run, skewed)
+    config = json.loads((skewed / "config.json").read_text())
+    config["agent"]["hidden_sizes"] = [16]
+    (skewed / "config.json").write_text(json.dumps(config))
+    places.update(unstarted=unstarted, garbled=garbled, skewed=skewed)
     cwd = tmp / "cwd"
     cwd.mkdir()
 
@@ -406,6 +420,24 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(
     assert_one_error_line(result, 2, start)
     assert result.stdout == ""
     assert not (cwd / "runs").exists()  # no run directory was made for a refused run
+
+
+def test_a_refused_resume_leaves_the_run_as_it_was(
+    bad_input_results: dict[str, tuple[subprocess.CompletedProcess, str, Path]],
+    finished_run: Path,
+) -> None:
+    """The version that wrote a checkpoint can still continue it: a resume refused for its state
+    rewrites neither its config nor its checkpoints."""
+    _, _, cwd = bad_input_results["resume-a-checkpoint-of-another-state"]
+    skewed = cwd.parent / "skewed"
+    assert json.loads((skewed / "config.json").read_text())["agent"]["hidden_sizes"] == [16]
+
+    def files(run: Path) -> list[tuple[str, int]]:
+        edited = {"config.json", ".lock"}  # the edit above; the lock the refused run took
+        found = [p for p in run.rglob("*") if p.is_file() and p.name not in edited]
+        return sorted((str(p.relative_to(run)), p.stat().st_size) for p in found)
+
+    assert files(skewed) == files(finished_run)
 
 
 def test_every_case_has_its_row_in_the_docs() -> None:
