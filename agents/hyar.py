@@ -68,8 +68,8 @@ the reference builds a new Adam at every VAE step, so each of its steps is Adam'
 `vae_lr`·sign(gradient) (`vae_adam_moments=false`). (6) A fixed number of pre-training steps; the
 reference stops after 5,000 once its loss stops falling. (7) One update per env step unless
 `update_at_episode_start`; the reference adds one at each episode's start. (8) Flax's LeCun-normal
-initialisers instead of PyTorch's unless `layer_init=pytorch`; a latent range is kept at least 1e-6 wide so that mapping back
-into [−1, 1] never divides by zero.
+initialisers instead of PyTorch's unless `layer_init=pytorch`; a latent range is kept at least
+1e-6 wide so that mapping back into [−1, 1] never divides by zero.
 """
 
 from __future__ import annotations
