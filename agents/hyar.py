@@ -138,7 +138,8 @@ class HyARState(NamedTuple):
     latent_range: LatentRange
     fit: VAEFit
     pretrained: Array  # bool: the VAE has had its pre-training, TD3 may learn
-    episodes: Array  # int32: episodes ended since the pre-training, the episode schedules' clock
+    # int32: episodes ended since the pre-training, the episode schedules' clock (0 on steps')
+    episodes: Array
     episode_vae_steps: Array  # int32: periodic VAE steps taken on the episode schedule
 
 
@@ -715,6 +716,8 @@ def make_setup(cfg: HyARConfig, spec: EnvSpec, total_env_steps: float | None = N
 def make_learner(setup: HyARSetup, spec: EnvSpec) -> Learner:
     """HyAR's learner: it stores `HyARAction`s and gives the env hybrid actions."""
     obs0 = jnp.zeros(spec.observation_space.shape, jnp.float32)
+    # Only the episode schedules read the episode count: the step schedules collect as before.
+    counting = functools.partial(observe, setup) if setup.cfg.schedule_unit == "episodes" else None
     return Learner(
         init=functools.partial(init, setup, obs0),
         explore=functools.partial(explore, setup),
@@ -723,7 +726,7 @@ def make_learner(setup: HyARSetup, spec: EnvSpec) -> Learner:
         params=lambda state: (state.td3.actor_params, state.vae_params, state.latent_range),
         env_action=functools.partial(env_action, setup),
         random_action=functools.partial(random_action, setup),
-        observe=functools.partial(observe, setup),
+        observe=counting,
     )
 
 
