@@ -62,9 +62,19 @@ REGISTRY: dict[str, AgentEntry] = {
         ("episode_return", "loss"),
         takes_budget=True,
     ),
-    "td3": AgentEntry("agents.td3", "TD3Config", "make_td3", ("episode_return", "critic_loss")),
-    "ddpg": AgentEntry("agents.ddpg", "DDPGConfig", "make_ddpg", ("episode_return", "critic_loss")),
-    "sac": AgentEntry("agents.sac", "SACConfig", "make_sac", ("episode_return", "alpha")),
+    "td3": AgentEntry(
+        "agents.td3", "TD3Config", "make_td3", ("episode_return", "critic_loss"), takes_budget=True
+    ),
+    "ddpg": AgentEntry(
+        "agents.ddpg",
+        "DDPGConfig",
+        "make_ddpg",
+        ("episode_return", "critic_loss"),
+        takes_budget=True,
+    ),
+    "sac": AgentEntry(
+        "agents.sac", "SACConfig", "make_sac", ("episode_return", "alpha"), takes_budget=True
+    ),
     "erl": AgentEntry("agents.erl", "ERLConfig", "make_erl", ("fitness_max", "rl_return")),
     "option_critic": AgentEntry(
         "agents.option_critic",
@@ -90,7 +100,11 @@ REGISTRY: dict[str, AgentEntry] = {
         "agents.pdqn", "PDQNConfig", "make_pdqn", ("episode_return", "loss"), takes_budget=True
     ),
     "paddpg": AgentEntry(
-        "agents.paddpg", "PADDPGConfig", "make_paddpg", ("episode_return", "critic_loss")
+        "agents.paddpg",
+        "PADDPGConfig",
+        "make_paddpg",
+        ("episode_return", "critic_loss"),
+        takes_budget=True,
     ),
     "hyar": AgentEntry(
         "agents.hyar",

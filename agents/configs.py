@@ -756,9 +756,6 @@ class PDQNConfig(EpsilonGreedyConfig):
     exploration_noise: float = 0.1  # σ of the Gaussian on the chosen parameters, [−1, 1] units
     max_grad_norm: float = 10.0  # global-norm clipping of each network's gradient; 0: off
     reward_scale: float = 1.0  # × the reward in the TD target (MP-DQN's Goal script: 1/50)
-    # Both learning rates linearly to 0 over the updates the run's budget allows (the reference
-    # keeps them constant).
-    anneal_lr: bool = False
     # Add the env's hand-made parameter policy, a fixed linear map of the observation, to x(s)
     # (MP-DQN's passthrough layer; envs.hybrid.parameter_prior: Goal-v0 has one).
     parameter_prior: bool = False
@@ -842,9 +839,7 @@ class HyARConfig(DeterministicConfig):
     # True: one more TD3 update as each episode starts, besides one per env step, as the
     # reference's loop does (many more updates per env step where episodes are short: Goal).
     update_at_episode_start: bool = False
-    # TD3's actor and critic learning rates linearly to 0 over the updates the run's budget
-    # allows (the reference keeps them constant): the greedy policy settles as the run ends.
-    anneal_lr: bool = False
+    # `anneal_lr` (OffPolicyConfig's) takes TD3's actor and critic rates to 0; the VAE's stays.
     batch_size: int = 128
     learning_starts: int = 11_000  # env steps of random actions: ~5,000 Platform episodes
     target_noise: float = 0.1

@@ -16,6 +16,7 @@ from jaxrl.env import Env
 from jaxrl.offpolicy import make_off_policy
 
 
-def make_ddpg(cfg: DDPGConfig, env: Env) -> Agent:
-    """DDPG on `env`'s batch through the off-policy driver."""
-    return make_off_policy(cfg, env, make_deterministic_learner(cfg, env.spec))
+def make_ddpg(cfg: DDPGConfig, env: Env, total_env_steps: float) -> Agent:
+    """DDPG on `env`'s batch through the off-policy driver; `total_env_steps` is the run's
+    budget (the annealing horizon with `anneal_lr`)."""
+    return make_off_policy(cfg, env, make_deterministic_learner(cfg, env.spec, total_env_steps))

@@ -380,17 +380,16 @@ def train_vae(
     if cfg.schedule_unit == "episodes":
         # Runs end their episodes at different steps, so their counts differ: under vmap the
         # loop runs the largest and each run keeps its own.
-        periodic_steps = episode_vae_steps_due(cfg, state.episodes) - state.episode_vae_steps
-        periodic = state.pretrained & filled & (periodic_steps > 0)
-        state = state._replace(
-            episode_vae_steps=state.episode_vae_steps + jnp.where(periodic, periodic_steps, 0)
-        )
+        owed = episode_vae_steps_due(cfg, state.episodes) - state.episode_vae_steps
+        periodic = state.pretrained & filled & (owed > 0)
+        periodic_steps = jnp.where(periodic, owed, 0)
+        state = state._replace(episode_vae_steps=state.episode_vae_steps + periodic_steps)
     else:
         periodic = every_run(
             state.pretrained & (env_steps >= cfg.learning_starts + cfg.vae_train_after) & filled
         )
-        periodic_steps = jnp.asarray(cfg.iteration_steps // cfg.vae_every)
-    steps = jnp.where(pretraining, cfg.vae_pretrain_steps, jnp.where(periodic, periodic_steps, 0))
+        periodic_steps = jnp.where(periodic, cfg.iteration_steps // cfg.vae_every, 0)
+    steps = jnp.where(pretraining, cfg.vae_pretrain_steps, periodic_steps)
     steps_key, range_key = jax.random.split(key)
     state = jax.lax.fori_loop(
         0,

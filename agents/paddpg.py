@@ -104,15 +104,18 @@ def act(
     return relaxed_to_env(setup, relaxed)
 
 
-def make_setup(cfg: PADDPGConfig, spec: EnvSpec) -> PADDPGSetup:
+def make_setup(
+    cfg: PADDPGConfig, spec: EnvSpec, total_env_steps: float | None = None
+) -> PADDPGSetup:
     space = hybrid_actions(spec, cfg.name)
-    nets = deterministic.deterministic_networks(cfg, relaxed_spec(spec, cfg.name))
+    nets = deterministic.deterministic_networks(cfg, relaxed_spec(spec, cfg.name), total_env_steps)
     return PADDPGSetup(cfg, nets, space.choices.n, parameter_scale(space))
 
 
-def make_learner(cfg: PADDPGConfig, spec: EnvSpec) -> Learner:
-    """PA-DDPG's learner for `spec`: it stores relaxed actions and gives the env hybrid ones."""
-    setup = make_setup(cfg, spec)
+def make_learner(cfg: PADDPGConfig, spec: EnvSpec, total_env_steps: float | None = None) -> Learner:
+    """PA-DDPG's learner for `spec`: it stores relaxed actions and gives the env hybrid ones;
+    `total_env_steps` (the run's budget) is the annealing horizon with `anneal_lr`."""
+    setup = make_setup(cfg, spec, total_env_steps)
     relaxed = relaxed_spec(spec, cfg.name).action_space
     obs0 = jnp.zeros(spec.observation_space.shape, jnp.float32)
     action0 = jnp.zeros(relaxed.shape, jnp.float32)
@@ -129,6 +132,7 @@ def make_learner(cfg: PADDPGConfig, spec: EnvSpec) -> Learner:
     )
 
 
-def make_paddpg(cfg: PADDPGConfig, env: Env) -> Agent:
-    """PA-DDPG on `env`'s batch through the off-policy driver."""
-    return make_off_policy(cfg, env, make_learner(cfg, env.spec))
+def make_paddpg(cfg: PADDPGConfig, env: Env, total_env_steps: float) -> Agent:
+    """PA-DDPG on `env`'s batch through the off-policy driver; `total_env_steps` is the run's
+    budget (the annealing horizon with `anneal_lr`)."""
+    return make_off_policy(cfg, env, make_learner(cfg, env.spec, total_env_steps))

@@ -29,6 +29,8 @@ import jax.numpy as jnp
 import optax
 
 from agents.configs import SACConfig
+from jaxrl import optimizers
+from jaxrl.config import require
 from jaxrl.continuous import (
     ActionScale,
     Critics,
@@ -41,7 +43,7 @@ from jaxrl.continuous import (
 from jaxrl.datatypes import Agent, Array, EnvSpec, Key, Metrics, PyTree, Transition
 from jaxrl.distributions import TanhGaussian
 from jaxrl.env import Env
-from jaxrl.offpolicy import Learner, make_off_policy, soft_update
+from jaxrl.offpolicy import Learner, make_off_policy, num_updates, soft_update
 
 LOG_STD_BOUNDS = (-20.0, 2.0)  # those of the SAC reference code
 
@@ -135,10 +137,17 @@ class SACOptimizers(NamedTuple):
     alpha: optax.GradientTransformation
 
 
-def sac_optimizers(cfg: SACConfig) -> SACOptimizers:
-    return SACOptimizers(
-        optax.adam(cfg.actor_lr), optax.adam(cfg.critic_lr), optax.adam(cfg.alpha_lr)
-    )
+def sac_optimizers(
+    cfg: SACConfig, num_envs: int = 1, total_env_steps: float | None = None
+) -> SACOptimizers:
+    """Adam for actor, critics and α; with `anneal_lr` each rate falls to 0 over the run's
+    updates (all three step on every update), as Stable-Baselines3's schedule of all three."""
+    rates = (cfg.actor_lr, cfg.critic_lr, cfg.alpha_lr)
+    if cfg.anneal_lr:
+        require(total_env_steps is not None, "agent.anneal_lr=true needs the run's budget")
+        horizon = num_updates(cfg, num_envs, total_env_steps)
+        rates = tuple(optimizers.linear_to_zero(rate, horizon) for rate in rates)
+    return SACOptimizers(*(optax.adam(rate) for rate in rates))
 
 
 def init(
@@ -234,10 +243,14 @@ def update(
     }
 
 
-def make_sac_learner(cfg: SACConfig, spec: EnvSpec) -> Learner:
+def make_sac_learner(
+    cfg: SACConfig, spec: EnvSpec, total_env_steps: float | None = None
+) -> Learner:
     """SAC's learner for `spec` (a bounded flat Box, else ConfigError): the functions above bound
-    to its networks and optimisers."""
-    nets, txs = sac_networks(cfg, spec), sac_optimizers(cfg)
+    to its networks and optimisers; `total_env_steps` (the run's budget) is the annealing
+    horizon with `anneal_lr`."""
+    nets = sac_networks(cfg, spec)
+    txs = sac_optimizers(cfg, spec.num_envs, total_env_steps)
     size = spec.action_space.shape[0]
     target_entropy = -float(size) if cfg.target_entropy is None else cfg.target_entropy
     obs0 = jnp.zeros(spec.observation_space.shape, jnp.float32)
@@ -253,6 +266,7 @@ def make_sac_learner(cfg: SACConfig, spec: EnvSpec) -> Learner:
     )
 
 
-def make_sac(cfg: SACConfig, env: Env) -> Agent:
-    """SAC on `env`'s batch through the off-policy driver."""
-    return make_off_policy(cfg, env, make_sac_learner(cfg, env.spec))
+def make_sac(cfg: SACConfig, env: Env, total_env_steps: float) -> Agent:
+    """SAC on `env`'s batch through the off-policy driver; `total_env_steps` is the run's
+    budget (the annealing horizon with `anneal_lr`)."""
+    return make_off_policy(cfg, env, make_sac_learner(cfg, env.spec, total_env_steps))

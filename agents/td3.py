@@ -12,6 +12,7 @@ from jaxrl.env import Env
 from jaxrl.offpolicy import make_off_policy
 
 
-def make_td3(cfg: TD3Config, env: Env) -> Agent:
-    """TD3 on `env`'s batch through the off-policy driver."""
-    return make_off_policy(cfg, env, make_deterministic_learner(cfg, env.spec))
+def make_td3(cfg: TD3Config, env: Env, total_env_steps: float) -> Agent:
+    """TD3 on `env`'s batch through the off-policy driver; `total_env_steps` is the run's
+    budget (the annealing horizon with `anneal_lr`)."""
+    return make_off_policy(cfg, env, make_deterministic_learner(cfg, env.spec, total_env_steps))

@@ -145,6 +145,10 @@ class OffPolicyConfig:
     gamma: float = 0.99
     hidden_sizes: tuple[int, ...] = (256, 256)
     activation: str = "relu"
+    # Every learning rate linearly to 0 over the updates the run's budget allows (each optimiser
+    # over its own steps), as Stable-Baselines3's linear schedules: the policy settles as the run
+    # ends. Agents whose references keep the rates constant leave it off.
+    anneal_lr: bool = False
     # A finished run of the same agent whose learner (networks, target networks, optimiser and
     # temperature states; its first seed's) every seed starts from, with an empty buffer and the
     # warm-up as usual: fine-tuning, e.g. on a harder env of the same spaces. "": a fresh learner.

@@ -27,7 +27,9 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from jaxrl import optimizers
 from jaxrl.agent_config import DeterministicConfig
+from jaxrl.config import require
 from jaxrl.continuous import (
     ActionScale,
     Critics,
@@ -40,7 +42,7 @@ from jaxrl.continuous import (
 )
 from jaxrl.datatypes import Array, EnvSpec, Key, Metrics, PyTree, Transition
 from jaxrl.networks import Dense, layer_init
-from jaxrl.offpolicy import Learner, soft_update
+from jaxrl.offpolicy import Learner, num_updates, soft_update
 from jaxrl.parallel import cond_over_runs
 
 
@@ -88,8 +90,11 @@ class DeterministicNetworks(NamedTuple):
     critic_tx: optax.GradientTransformation
 
 
-def deterministic_networks(cfg: DeterministicConfig, spec: EnvSpec) -> DeterministicNetworks:
-    """The actor, critics, action scaling and optimisers for `spec` (refusing non-Box actions)."""
+def deterministic_networks(
+    cfg: DeterministicConfig, spec: EnvSpec, total_env_steps: float | None = None
+) -> DeterministicNetworks:
+    """The actor, critics, action scaling and optimisers for `spec` (refusing non-Box actions);
+    `total_env_steps`, the run's budget, is the horizon `anneal_lr` needs."""
     scale = box_actions(spec, cfg.name)
     actor = DeterministicActor(
         spec.action_space.shape[0],
@@ -108,7 +113,23 @@ def deterministic_networks(cfg: DeterministicConfig, spec: EnvSpec) -> Determini
             return optax.adam(learning_rate)
         return optax.chain(optax.clip_by_global_norm(cfg.max_grad_norm), optax.adam(learning_rate))
 
-    return DeterministicNetworks(actor, critics, scale, adam(cfg.actor_lr), adam(cfg.critic_lr))
+    actor_lr, critic_lr = learning_rates(cfg, spec.num_envs, total_env_steps)
+    return DeterministicNetworks(actor, critics, scale, adam(actor_lr), adam(critic_lr))
+
+
+def learning_rates(
+    cfg: DeterministicConfig, num_envs: int, total_env_steps: float | None
+) -> tuple[optax.ScalarOrSchedule, optax.ScalarOrSchedule]:
+    """The actor's and critics' learning rates: constant, or with `anneal_lr` each falling to 0
+    over its own optimiser's steps in the run (the actor steps once per `policy_delay`)."""
+    if not cfg.anneal_lr:
+        return cfg.actor_lr, cfg.critic_lr
+    require(total_env_steps is not None, "agent.anneal_lr=true needs the run's budget")
+    critic_updates = num_updates(cfg, num_envs, total_env_steps)
+    return (
+        optimizers.linear_to_zero(cfg.actor_lr, critic_updates // cfg.policy_delay),
+        optimizers.linear_to_zero(cfg.critic_lr, critic_updates),
+    )
 
 
 def policy_action(nets: DeterministicNetworks, params: PyTree, obs: Array) -> Array:
@@ -259,9 +280,12 @@ def update(
     return new_state, {"critic_loss": loss, "q_mean": q.mean()}
 
 
-def make_deterministic_learner(cfg: DeterministicConfig, spec: EnvSpec) -> Learner:
-    """The learner for `spec`, its functions bound to `cfg` and the networks."""
-    nets = deterministic_networks(cfg, spec)
+def make_deterministic_learner(
+    cfg: DeterministicConfig, spec: EnvSpec, total_env_steps: float | None = None
+) -> Learner:
+    """The learner for `spec`, its functions bound to `cfg` and the networks; `total_env_steps`
+    (the run's budget) is the annealing horizon with `anneal_lr`."""
+    nets = deterministic_networks(cfg, spec, total_env_steps)
     obs0 = jnp.zeros(spec.observation_space.shape, jnp.float32)
     action0 = jnp.zeros(spec.action_space.shape, jnp.float32)
     return Learner(

@@ -445,179 +445,180 @@ def _train(
             f"resume={cfg.resume}: no checkpoint in {run_dir / CHECKPOINTS} (the run stopped "
             f"before its first one: start it again without resume)"
         )
-    ckpt = Checkpointer(run_dir / CHECKPOINTS, cfg.checkpoint.keep, cfg.checkpoint.replay_buffer)
-    primary = distributed.is_primary()  # the process that writes the run's files
-    # A resumed run's config is written once its checkpoint has restored: one this version
-    # cannot restore leaves the directory as the version that wrote it can still continue it.
-    if primary and not cfg.resume:
-        save_config(cfg, run_dir, trainer.env.spec)
-    if primary and cfg.log.progress:
-        # The console's first line once the run is known to start (stdout keeps the CLI's
-        # result line alone; `log.progress=false` leaves stderr to errors).
-        print(presets.announce(cfg), file=sys.stderr, flush=True)
-    display = LiveDisplay(
-        cfg.log.progress and primary, cfg.budget.env_steps, f"{cfg.agent.name} {cfg.env.id}"
-    )
-
-    progress = Progress.start(len(runs))
-    saved_iteration: int | None = None
-    saved_at = time.monotonic()
-
-    def checkpoint() -> None:
-        nonlocal saved_iteration, saved_at
-        with distributed.collectives_fail_as_one_line():
-            ckpt.save(progress.iteration, carry, {"progress": progress.__dict__})
-        saved_iteration, saved_at = progress.iteration, time.monotonic()
-        stop.kept = (
-            f"the checkpoint of iteration {saved_iteration} is kept; continue with resume={run_dir}"
+    with contextlib.ExitStack() as closing:  # whatever ends the run, these are closed
+        ckpt = Checkpointer(
+            run_dir / CHECKPOINTS, cfg.checkpoint.keep, cfg.checkpoint.replay_buffer
         )
-
-    t0 = time.perf_counter()
-    keys = trainer.run_keys()
-    iterations = jax.ShapeDtypeStruct((), jnp.int32)
-    # A fresh run's first checkpoint (so that even a run that fails at once has one) is written
-    # while the chunk compiles; a distributed run's waits for the compiled layout of the carry.
-    first_checkpoint_early = not cfg.resume and not distributed.is_distributed()
-    first_checkpoint_error: Exception | None = None
-
-    def compile_chunk(abstract: Any) -> tuple[Any, float]:
-        compiled = trainer.chunk.lower(abstract, trainer.hyper, iterations).compile()
-        return compiled, time.perf_counter()
-
-    # XLA compiles outside the GIL: the chunk compiles in a thread while init compiles and runs.
-    host_steps = trainer.env.spec.family == "host"
-    with ThreadPoolExecutor(max_workers=1) as pool, speedups.unrolled_threefry(host_steps):
-        abstract = jax.eval_shape(trainer.init, keys, trainer.hyper)
-        if distributed.is_distributed():  # the compiler chooses how the chunk takes the carry
-            abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), abstract)
-        elif trainer.carry_sharding is not None:
-            abstract = jax.tree.map(
-                lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=trainer.carry_sharding),
-                abstract,
-            )
-        compiling = pool.submit(compile_chunk, abstract)
-        with host_errors():
-            carry = jax.block_until_ready(trainer.init(keys, trainer.hyper))
-        initialised_at = time.perf_counter()
-        if first_checkpoint_early:
-            try:
-                checkpoint()
-            except (CheckpointError, OSError) as e:  # reported as the loop's own failures are
-                first_checkpoint_error = e
-        compiled, compiled_at = compiling.result()
-    # Set-up ends when both the compile and init have: what the early checkpoint took beyond
-    # them is not compile time.
-    compile_seconds = max(compiled_at, initialised_at) - t0
-    t_restore = time.perf_counter()
-    if cfg.resume:
-        fresh_env_state = carry.env_state
-        try:
-            carry, meta = ckpt.restore(carry)
-        except ConfigError:
-            display.close()
-            ckpt.close()
-            raise
-        if primary:
+        closing.callback(ckpt.close)
+        primary = distributed.is_primary()  # the process that writes the run's files
+        # A resumed run's config is written once its checkpoint has restored: one this version
+        # cannot restore leaves the directory as the version that wrote it can still continue it.
+        if primary and not cfg.resume:
             save_config(cfg, run_dir, trainer.env.spec)
-        if host_steps:  # a handle to this process's pools: fresh episodes
-            carry = carry._replace(env_state=fresh_env_state)
-        progress = Progress(**meta["progress"])
-        saved_iteration = progress.iteration
-        display.message(f"resumed from iteration {progress.iteration} in {run_dir}")
-    if distributed.is_distributed() or trainer.carry_sharding is not None:
-        # split as the compiled chunk takes it (the env batch; the runs' shares): a restored
-        # checkpoint comes back on one device
-        carry = parallel.laid_out_as(carry, compiled.input_shardings[0][0])
-    compile_seconds += time.perf_counter() - t_restore
-    # A resumed run's logs go back to its checkpoint: what a killed run logged after it is redone.
-    logger = (
-        RunLogger(
-            run_dir,
-            [run.columns(trainer.points) for run in runs],
-            [run.label(trainer.points) for run in runs],
-            cfg.log.tensorboard,
-            progress if cfg.resume else None,
-            success_rate=trainer.env.spec.reports_success,
+        if primary and cfg.log.progress:
+            # The console's first line once the run is known to start (stdout keeps the CLI's
+            # result line alone; `log.progress=false` leaves stderr to errors).
+            print(presets.announce(cfg), file=sys.stderr, flush=True)
+        display = LiveDisplay(
+            cfg.log.progress and primary, cfg.budget.env_steps, f"{cfg.agent.name} {cfg.env.id}"
         )
-        if primary
-        else NoLogger()
-    )
+        closing.callback(display.close)
 
-    status = "completed"
-    chunks_done = 0
+        progress = Progress.start(len(runs))
+        saved_iteration: int | None = None
+        saved_at = time.monotonic()
 
-    try:
-        if first_checkpoint_error is not None:
-            raise first_checkpoint_error
-        if saved_iteration is None:  # a distributed run's first checkpoint
-            checkpoint()
-        # Every process makes the same calls: a stop that any of them was asked for is theirs.
-        agreed_stop, _ = distributed.agree(stop.signal_taken, False)
-        while not _budget_reached(cfg, runs, progress) and agreed_stop is None:
-            t_chunk = time.perf_counter()
-            with host_errors(), distributed.collectives_fail_as_one_line():
-                new_carry, out = compiled(
-                    carry, trainer.hyper, trainer.next_iterations(progress.env_steps)
+        def checkpoint() -> None:
+            nonlocal saved_iteration, saved_at
+            with distributed.collectives_fail_as_one_line():
+                ckpt.save(progress.iteration, carry, {"progress": progress.__dict__})
+            saved_iteration, saved_at = progress.iteration, time.monotonic()
+            stop.kept = (
+                f"the checkpoint of iteration {saved_iteration} is kept; "
+                f"continue with resume={run_dir}"
+            )
+
+        t0 = time.perf_counter()
+        keys = trainer.run_keys()
+        iterations = jax.ShapeDtypeStruct((), jnp.int32)
+        # A fresh run's first checkpoint (so that even a run that fails at once has one) is written
+        # while the chunk compiles; a distributed run's waits for the compiled layout of the carry.
+        first_checkpoint_early = not cfg.resume and not distributed.is_distributed()
+        first_checkpoint_error: Exception | None = None
+
+        def compile_chunk(abstract: Any) -> tuple[Any, float]:
+            compiled = trainer.chunk.lower(abstract, trainer.hyper, iterations).compile()
+            return compiled, time.perf_counter()
+
+        # XLA compiles outside the GIL: the chunk compiles in a thread while init compiles and runs.
+        host_steps = trainer.env.spec.family == "host"
+        with ThreadPoolExecutor(max_workers=1) as pool, speedups.unrolled_threefry(host_steps):
+            abstract = jax.eval_shape(trainer.init, keys, trainer.hyper)
+            if distributed.is_distributed():  # the compiler chooses how the chunk takes the carry
+                abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), abstract)
+            elif trainer.carry_sharding is not None:
+                abstract = jax.tree.map(
+                    lambda x: jax.ShapeDtypeStruct(
+                        x.shape, x.dtype, sharding=trainer.carry_sharding
+                    ),
+                    abstract,
                 )
-                out = jax.device_get(out)
-            progress.run_seconds += time.perf_counter() - t_chunk
-            if not np.all(out.finite):
-                carry = new_carry  # the previous carry was donated to the chunk
-                bad = [
-                    run.label(trainer.points)
-                    for run, ok in zip(runs, out.finite, strict=True)
-                    if not ok
-                ]
+            compiling = pool.submit(compile_chunk, abstract)
+            with host_errors():
+                carry = jax.block_until_ready(trainer.init(keys, trainer.hyper))
+            initialised_at = time.perf_counter()
+            if first_checkpoint_early:
+                try:
+                    checkpoint()
+                except (CheckpointError, OSError) as e:  # reported as the loop's own failures are
+                    first_checkpoint_error = e
+            compiled, compiled_at = compiling.result()
+        # Set-up ends when both the compile and init have: what the early checkpoint took beyond
+        # them is not compile time.
+        compile_seconds = max(compiled_at, initialised_at) - t0
+        t_restore = time.perf_counter()
+        if cfg.resume:
+            fresh_env_state = carry.env_state
+            carry, meta = ckpt.restore(carry)
+            if primary:
+                save_config(cfg, run_dir, trainer.env.spec)
+            if host_steps:  # a handle to this process's pools: fresh episodes
+                carry = carry._replace(env_state=fresh_env_state)
+            progress = Progress(**meta["progress"])
+            saved_iteration = progress.iteration
+            display.message(f"resumed from iteration {progress.iteration} in {run_dir}")
+        if distributed.is_distributed() or trainer.carry_sharding is not None:
+            # split as the compiled chunk takes it (the env batch; the runs' shares): a restored
+            # checkpoint comes back on one device
+            carry = parallel.laid_out_as(carry, compiled.input_shardings[0][0])
+        compile_seconds += time.perf_counter() - t_restore
+        # A resumed run's logs go back to its checkpoint: what a killed run logged after it is
+        # redone.
+        logger = (
+            RunLogger(
+                run_dir,
+                [run.columns(trainer.points) for run in runs],
+                [run.label(trainer.points) for run in runs],
+                cfg.log.tensorboard,
+                progress if cfg.resume else None,
+                success_rate=trainer.env.spec.reports_success,
+            )
+            if primary
+            else NoLogger()
+        )
+        closing.callback(logger.close)
+
+        status = "completed"
+        chunks_done = 0
+
+        try:
+            if first_checkpoint_error is not None:
+                raise first_checkpoint_error
+            if saved_iteration is None:  # a distributed run's first checkpoint
+                checkpoint()
+            # Every process makes the same calls: a stop that any of them was asked for is theirs.
+            agreed_stop, _ = distributed.agree(stop.signal_taken, False)
+            while not _budget_reached(cfg, runs, progress) and agreed_stop is None:
+                t_chunk = time.perf_counter()
+                with host_errors(), distributed.collectives_fail_as_one_line():
+                    new_carry, out = compiled(
+                        carry, trainer.hyper, trainer.next_iterations(progress.env_steps)
+                    )
+                    out = jax.device_get(out)
+                progress.run_seconds += time.perf_counter() - t_chunk
+                if not np.all(out.finite):
+                    carry = new_carry  # the previous carry was donated to the chunk
+                    bad = [
+                        run.label(trainer.points)
+                        for run, ok in zip(runs, out.finite, strict=True)
+                        if not ok
+                    ]
+                    display.message(
+                        f"error: non-finite parameters, metrics or eval returns after iteration "
+                        f"{progress.iteration + int(np.max(out.iterations))} ({', '.join(bad)}); "
+                        f"stopped. "
+                        f"The last good checkpoint (iteration {saved_iteration}) is kept."
+                    )
+                    status = "nan"
+                    break
+                carry = new_carry
+                _record(progress, out, logger, compile_seconds)
+                display.update(min(progress.env_steps), _progress_line(trainer, progress, out))
+                if progress_fn is not None:
+                    progress_fn(
+                        {
+                            "iteration": progress.iteration,
+                            "env_steps": min(progress.env_steps),
+                            "eval_return": float(np.mean(progress.final_eval)),
+                            "eval_returns": list(progress.final_eval),  # per run
+                        }
+                    )
+                chunks_done += 1
+                agreed_stop, due = distributed.agree(
+                    stop.signal_taken, time.monotonic() - saved_at >= cfg.checkpoint.min_seconds
+                )
+                if agreed_stop is not None or (chunks_done % cfg.checkpoint.every == 0 and due):
+                    checkpoint()
+            if agreed_stop is not None and status == "completed":
+                stop.stopped_elsewhere(agreed_stop)
+                status = "interrupted"
+                if saved_iteration != progress.iteration:
+                    checkpoint()
                 display.message(
-                    f"error: non-finite parameters, metrics or eval returns after iteration "
-                    f"{progress.iteration + int(np.max(out.iterations))} ({', '.join(bad)}); "
-                    f"stopped. "
-                    f"The last good checkpoint (iteration {saved_iteration}) is kept."
+                    f"{stop.reason}: checkpoint at iteration {progress.iteration} in "
+                    f"{ckpt.directory}; continue with resume={run_dir}"
                 )
-                status = "nan"
-                break
-            carry = new_carry
-            _record(progress, out, logger, compile_seconds)
-            display.update(min(progress.env_steps), _progress_line(trainer, progress, out))
-            if progress_fn is not None:
-                progress_fn(
-                    {
-                        "iteration": progress.iteration,
-                        "env_steps": min(progress.env_steps),
-                        "eval_return": float(np.mean(progress.final_eval)),
-                        "eval_returns": list(progress.final_eval),  # per run
-                    }
-                )
-            chunks_done += 1
-            agreed_stop, due = distributed.agree(
-                stop.signal_taken, time.monotonic() - saved_at >= cfg.checkpoint.min_seconds
-            )
-            if agreed_stop is not None or (chunks_done % cfg.checkpoint.every == 0 and due):
+            elif status == "completed" and saved_iteration != progress.iteration:
                 checkpoint()
-        if agreed_stop is not None and status == "completed":
-            stop.stopped_elsewhere(agreed_stop)
-            status = "interrupted"
-            if saved_iteration != progress.iteration:
-                checkpoint()
-            display.message(
-                f"{stop.reason}: checkpoint at iteration {progress.iteration} in "
-                f"{ckpt.directory}; continue with resume={run_dir}"
+        except (CheckpointError, OSError, distributed.DistributedError) as e:
+            # a full disk, a directory that went read-only, another process that stopped
+            status = "failed"
+            kept = (
+                "no checkpoint was written"
+                if saved_iteration is None
+                else f"the checkpoint of iteration {saved_iteration} is kept"
             )
-        elif status == "completed" and saved_iteration != progress.iteration:
-            checkpoint()
-    except (CheckpointError, OSError, distributed.DistributedError) as e:
-        # a full disk, a directory that went read-only, another process that stopped
-        status = "failed"
-        kept = (
-            "no checkpoint was written"
-            if saved_iteration is None
-            else f"the checkpoint of iteration {saved_iteration} is kept"
-        )
-        display.message(f"error: {e}; {kept}")
-    finally:
-        display.close()
-        logger.close()
-        ckpt.close()
+            display.message(f"error: {e}; {kept}")
 
     summary = _summary(cfg, trainer, progress, compile_seconds, status)
     if primary:
