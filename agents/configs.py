@@ -809,6 +809,8 @@ class PADDPGConfig(DeterministicConfig, EpsilonGreedyConfig):
 
 
 SCHEDULE_UNITS = ("env_steps", "episodes")
+# Where the relabelling check decodes a stored z_x from (agents/hyar.py's departure (4)).
+RELABEL_CHECK_RANGES = ("encoder", "actor")
 
 
 @dataclass(frozen=True)
@@ -876,6 +878,9 @@ class HyARConfig(DeterministicConfig):
     range_percent: float = 2.0  # the range: this percentile and 100 minus it, per dimension
     relabel_threshold: float = 5.0  # z_x is kept while its dynamics error < this × the VAE's
     relabel_noise: float = 0.1  # σ of the noise on a relabelled z_k's embedding
+    # "encoder": the check decodes z_x mapped into the encoder's range, as when acting; "actor":
+    # the actor's output as stored, unmapped (the reference's).
+    relabel_check_range: str = "encoder"
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -886,6 +891,11 @@ class HyARConfig(DeterministicConfig):
             self.schedule_unit in SCHEDULE_UNITS,
             f"agent.schedule_unit='{self.schedule_unit}' is not one of: "
             f"{', '.join(SCHEDULE_UNITS)}",
+        )
+        require(
+            self.relabel_check_range in RELABEL_CHECK_RANGES,
+            f"agent.relabel_check_range='{self.relabel_check_range}' is not one of: "
+            f"{', '.join(RELABEL_CHECK_RANGES)}",
         )
         for key in ("vae_batch_size", "vae_every", "vae_every_episodes"):
             value = getattr(self, key)

@@ -56,20 +56,20 @@ Departures, each because our driver differs or to keep the algorithm consistent:
 (1) One replay buffer. The reference keeps two, TD3's (its own steps only, 1e5) and the VAE's
 (everything, 2e6); here the warm-up's transitions also reach TD3, relabelled, unless
 `td3_buffer_size` > 0 gives TD3 a window of the newest of its own (the reference's). (2) Schedules
-count env steps by default, not episodes: the defaults are Platform's (1,000 of its early
-episodes are about `exploration_steps` env steps; 10 episodes about `vae_every`);
-`schedule_unit=episodes` counts as the reference does. (3) VAE training runs between the
-driver's iterations (`train_step`): the pre-training after the iteration in which the warm-up ended
-(until then the learner still acts at random and its updates change nothing), and each iteration's
-periodic VAE steps at its end, followed by one range measurement (the reference measures after every
-VAE step). (4) The relabelling check decodes z_x mapped into the encoder's range, as it was decoded
-when acting; the reference passes the unmapped actor output. (5) The VAE's Adam keeps its moments;
-the reference builds a new Adam at every VAE step, so each of its steps is Adam's first, about
-`vae_lr`·sign(gradient) (`vae_adam_moments=false`). (6) A fixed number of pre-training steps; the
-reference stops after 5,000 once its loss stops falling. (7) One update per env step unless
+count env steps by default, not episodes: the defaults are Platform's (1,000 of its early episodes
+are about `exploration_steps` env steps; 10 episodes about `vae_every`); `schedule_unit=episodes`
+counts as the reference does. (3) VAE training runs between the driver's iterations (`train_step`):
+the pre-training after the iteration in which the warm-up ended (until then the learner still acts
+at random and its updates change nothing), and each iteration's periodic VAE steps at its end,
+followed by one range measurement (the reference measures after every VAE step). (4) The relabelling
+check decodes z_x mapped into the encoder's range, as it was decoded when acting; the reference
+passes the unmapped actor output (`relabel_check_range=actor`). (5) The VAE's Adam keeps its
+moments; the reference builds a new Adam at every VAE step, so each of its steps is Adam's first,
+about `vae_lr`·sign(gradient) (`vae_adam_moments=false`). (6) A fixed number of pre-training steps;
+the reference stops after 5,000 once its loss stops falling. (7) One update per env step unless
 `update_at_episode_start`; the reference adds one at each episode's start. (8) Flax's LeCun-normal
-initialisers instead of PyTorch's unless `layer_init=pytorch`; a latent range is kept at least
-1e-6 wide so that mapping back into [−1, 1] never divides by zero.
+initialisers instead of PyTorch's unless `layer_init=pytorch`; a latent range is kept at least 1e-6
+wide so that mapping back into [−1, 1] never divides by zero.
 """
 
 from __future__ import annotations
@@ -543,12 +543,12 @@ def relabel(setup: HyARSetup, state: HyARState, batch: Transition, key: Key) -> 
         keep_discrete[:, None], discrete_latent, jnp.clip(embedding + noise, -1.0, 1.0)
     )
 
+    if cfg.relabel_check_range == "encoder":
+        checked_latent = to_encoder_range(state.latent_range, parameter_latent)
+    else:
+        checked_latent = parameter_latent
     _, predicted_delta = setup.vae.apply(
-        state.vae_params,
-        batch.obs,
-        to_encoder_range(state.latent_range, parameter_latent),
-        embedding,
-        method=HybridActionVAE.decode,
+        state.vae_params, batch.obs, checked_latent, embedding, method=HybridActionVAE.decode
     )
     error = jnp.mean((predicted_delta - (batch.next_obs - batch.obs)) ** 2, axis=-1)
     keep_parameter = action.valid & (error < cfg.relabel_threshold * state.fit.dynamics)

@@ -321,6 +321,14 @@ def test_relabelling_replaces_stale_latents_by_hand(platform):
     lower, upper = np.clip(embedding - 0.5, -1, 1), np.clip(embedding + 0.5, -1, 1)
     assert (np.isclose(relabelled, lower) | np.isclose(relabelled, upper)).all()
 
+    # Checked as the reference checks it, unmapped: z = (0.3, 0.2), v = 0.5, a predicted s' − s
+    # of tanh(0.25) = 0.245 per feature; against tanh(0.6) = 0.537 (samples 0, 1) the error is
+    # 0.085, against 0 (sample 2) 0.060, both above 5·0.01: every z_x is relabelled alike.
+    setup, _ = tiny(platform, relabel_noise=0.0, relabel_check_range="actor")
+    out = jax.jit(functools.partial(relabel, setup))(state, batch, key)
+    np.testing.assert_array_equal(out.parameter, [True, True, True, True])
+    np.testing.assert_allclose(np.asarray(out.latent)[:, 2:], encoded_actor, rtol=1e-5, atol=1e-6)
+
 
 def test_an_update_relabels_and_ignores_truncation_but_not_termination(platform):
     """The driver stores a truncated step's true successor, so the update treats it as a step
@@ -613,6 +621,10 @@ def fake_steps(setup, n: int) -> Transition:
             "agent.layer_init='torch' is not one of: lecun_normal, pytorch",
         ),
         ("agent.relabel_threshold=-1", "agent.relabel_threshold=-1.0 must be >= 0"),
+        (
+            "agent.relabel_check_range=latent",
+            "agent.relabel_check_range='latent' is not one of: encoder, actor",
+        ),
         (
             "agent.td3_buffer_size=300000",
             r"agent.td3_buffer_size=300000 must be in \[0, agent.buffer_size=200000\]",
