@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import math
+import os
 import resource
 import sys
 import time
@@ -129,6 +131,7 @@ class Trainer:
         self.agent = self._make_agent(self._agent_cfg)
         self.budget = int(self.cfg.budget.env_steps)
         self.eval_every = self._eval_every()
+        self._refuse_a_state_larger_than_memory()
         # Runs are initialised one after another (lax.map), not vmapped: a vmapped orthogonal
         # initialiser is a batched LAPACK QR, and jaxlib's CPU QR parallelises its batch on the
         # same 2-thread XLA pool whose workers are running it, which deadlocks at 0% CPU when two
@@ -195,15 +198,36 @@ class Trainer:
         """Copies of the last run that fill the last share (0: the runs split evenly)."""
         return -len(self.runs) % self.share_mesh.size
 
+    @functools.cached_property
     def _one_run(self) -> tuple[dict[str, Array], Carry]:
-        """The first run's hyperparameters and the shapes of its carry (traced, not computed)."""
+        """The first run's hyperparameters and the shapes of its carry (traced once, not
+        computed)."""
         one_run = {key: values[0] for key, values in self.hyper.items()}
         return one_run, jax.eval_shape(self._init, make_key(0), one_run)
 
     def _carry_bytes(self) -> int:
         """Bytes of every run's carry (one run's times the runs)."""
-        carry = self._one_run()[1]
+        carry = self._one_run[1]
         return len(self.runs) * sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(carry))
+
+    def _refuse_a_state_larger_than_memory(self) -> None:
+        """The runs' state (replay buffers, populations, env batches) must fit the memory its
+        device has, or XLA's allocation fails with a traceback after the run directory was
+        written: refused here, in one line naming its largest part, before anything is."""
+        device = jax.local_devices()[0]
+        limit = device_memory_bytes(device)
+        total = self._carry_bytes()
+        if limit is None or total <= limit:
+            return
+        one_run = jax.tree_util.tree_leaves_with_path(self._one_run[1])
+        sizes = [(x.size * x.dtype.itemsize, jax.tree_util.keystr(path)) for path, x in one_run]
+        largest, name = max(sizes)
+        raise ConfigError(
+            f"the state of {len(self.runs)} run(s) needs {total / 1e9:,.1f} GB, more than the "
+            f"{limit / 1e9:,.1f} GB of memory this {device.platform.upper()} has; its largest "
+            f"part is {name} ({len(self.runs) * largest / 1e9:,.1f} GB): lower what sizes it "
+            f"(agent.buffer_size, env.num_envs, a population), num_seeds or the grid's points"
+        )
 
     def _in_shares(self, chunk: Callable) -> Callable:
         """`chunk` over the runs run as one share per device of `share_mesh` (`shard_map`); the
@@ -233,7 +257,7 @@ class Trainer:
     def _refuse_a_program_of_one_process(self) -> None:
         """ConfigError, before anything is compiled, for an agent that never splits its work
         over the devices of every process: each process would train the same whole run."""
-        one_run, carry = self._one_run()
+        one_run, carry = self._one_run
         agent = self.agent_for(one_run)
         if not parallel.spans_every_process(
             lambda c: agent.train_step(c.agent_state, c.env_state, c.key), carry
@@ -706,6 +730,19 @@ def _progress_line(trainer: Trainer, progress: Progress, out: ChunkOutput) -> st
     sps = sum(progress.env_steps) / max(progress.run_seconds, 1e-9)
     parts.append(f"{sps:,.0f} steps/s")
     return " | ".join(parts)
+
+
+def device_memory_bytes(device: jax.Device) -> int | None:
+    """The memory `device`'s arrays can take: an accelerator's own limit; for the CPU, the
+    host's physical memory or the container's limit where that is lower (None: unknown)."""
+    if device.platform != "cpu":
+        return (device.memory_stats() or {}).get("bytes_limit")
+    limits = []
+    with contextlib.suppress(ValueError, OSError):
+        limits.append(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    with contextlib.suppress(ValueError, OSError):  # cgroup v2; "max" where there is none
+        limits.append(int(Path("/sys/fs/cgroup/memory.max").read_text()))
+    return min(limits, default=None)
 
 
 def peak_memory() -> dict[str, float]:

@@ -320,6 +320,13 @@ BAD_INPUT: list[tuple[str, tuple[str, ...], str]] = [
         ("agent=dqn", "agent.frame_storage=packed"),
         "error: agent.frame_storage='packed' is not one of: full, compact, once",
     ),
+    (
+        # 10^11 CartPole transitions of 42 bytes (obs and next_obs 16 each, action and reward 4,
+        # the two end flags 1): 4,200 GB, more than any machine this suite runs on.
+        "a-state-larger-than-memory",
+        ("agent=dqn", "env=CartPole-v1", "agent.buffer_size=100000000000"),
+        "error: the state of 1 run(s) needs 4,200.0 GB, more than the",
+    ),
     ("log-dir-is-a-file", ("log.dir={file}",), "error: log.dir={file}: cannot be a run directory"),
     (
         "log-dir-below-a-file",
