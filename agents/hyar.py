@@ -656,11 +656,10 @@ def make_setup(cfg: HyARConfig, spec: EnvSpec, total_env_steps: float | None = N
     critic_lr: float | optax.Schedule = cfg.critic_lr
     actor_lr: float | optax.Schedule = cfg.actor_lr
     if cfg.anneal_lr:
-        require(total_env_steps is not None, "agent.anneal_lr=true needs the run's budget")
-        critic_updates = td3_updates(cfg, spec.num_envs, total_env_steps)
-        critic_lr = optimizers.linear_to_zero(cfg.critic_lr, critic_updates)
-        # The actor's optimiser counts its own steps: one per `policy_delay` critic steps.
-        actor_lr = optimizers.linear_to_zero(cfg.actor_lr, critic_updates // cfg.policy_delay)
+        budget = offpolicy.annealing_budget(total_env_steps)
+        actor_lr, critic_lr = deterministic.annealed_rates(
+            cfg, td3_updates(cfg, spec.num_envs, budget)
+        )
     obs_shape = spec.observation_space.shape
     require(
         len(obs_shape) == 1,

@@ -70,7 +70,7 @@ import optax
 from agents.configs import PDQNConfig
 from envs.hybrid import parameter_prior
 from jaxrl import optimizers
-from jaxrl.config import ConfigError, require
+from jaxrl.config import ConfigError
 from jaxrl.continuous import ActionScale, Torso, bootstrapped_return, inverted_gradients
 from jaxrl.datatypes import Agent, Array, EnvSpec, Key, Metrics, PyTree, Transition
 from jaxrl.env import Env
@@ -78,6 +78,7 @@ from jaxrl.hybrid_actions import hybrid_actions, parameter_owners, parameter_sca
 from jaxrl.networks import Dense
 from jaxrl.offpolicy import (
     Learner,
+    annealing_budget,
     epsilon,
     epsilon_greedy,
     make_off_policy,
@@ -295,8 +296,7 @@ def make_setup(cfg: PDQNConfig, spec: EnvSpec, total_env_steps: float | None = N
     space = hybrid_actions(spec, cfg.name)
     horizon = None
     if cfg.anneal_lr:
-        require(total_env_steps is not None, "agent.anneal_lr=true needs the run's budget")
-        horizon = num_updates(cfg, spec.num_envs, total_env_steps)
+        horizon = num_updates(cfg, spec.num_envs, annealing_budget(total_env_steps))
 
     def adam(learning_rate: float) -> optax.GradientTransformation:
         schedule = (

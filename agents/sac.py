@@ -30,7 +30,6 @@ import optax
 
 from agents.configs import SACConfig
 from jaxrl import optimizers
-from jaxrl.config import require
 from jaxrl.continuous import (
     ActionScale,
     Critics,
@@ -43,7 +42,13 @@ from jaxrl.continuous import (
 from jaxrl.datatypes import Agent, Array, EnvSpec, Key, Metrics, PyTree, Transition
 from jaxrl.distributions import TanhGaussian
 from jaxrl.env import Env
-from jaxrl.offpolicy import Learner, make_off_policy, num_updates, soft_update
+from jaxrl.offpolicy import (
+    Learner,
+    annealing_budget,
+    make_off_policy,
+    num_updates,
+    soft_update,
+)
 
 LOG_STD_BOUNDS = (-20.0, 2.0)  # those of the SAC reference code
 
@@ -137,15 +142,12 @@ class SACOptimizers(NamedTuple):
     alpha: optax.GradientTransformation
 
 
-def sac_optimizers(
-    cfg: SACConfig, num_envs: int = 1, total_env_steps: float | None = None
-) -> SACOptimizers:
+def sac_optimizers(cfg: SACConfig, num_envs: int, total_env_steps: float | None) -> SACOptimizers:
     """Adam for actor, critics and α; with `anneal_lr` each rate falls to 0 over the run's
     updates (all three step on every update), as Stable-Baselines3's schedule of all three."""
     rates = (cfg.actor_lr, cfg.critic_lr, cfg.alpha_lr)
     if cfg.anneal_lr:
-        require(total_env_steps is not None, "agent.anneal_lr=true needs the run's budget")
-        horizon = num_updates(cfg, num_envs, total_env_steps)
+        horizon = num_updates(cfg, num_envs, annealing_budget(total_env_steps))
         rates = tuple(optimizers.linear_to_zero(rate, horizon) for rate in rates)
     return SACOptimizers(*(optax.adam(rate) for rate in rates))
 

@@ -29,7 +29,6 @@ import optax
 
 from jaxrl import optimizers
 from jaxrl.agent_config import DeterministicConfig
-from jaxrl.config import require
 from jaxrl.continuous import (
     ActionScale,
     Critics,
@@ -42,7 +41,7 @@ from jaxrl.continuous import (
 )
 from jaxrl.datatypes import Array, EnvSpec, Key, Metrics, PyTree, Transition
 from jaxrl.networks import Dense, layer_init
-from jaxrl.offpolicy import Learner, num_updates, soft_update
+from jaxrl.offpolicy import Learner, annealing_budget, num_updates, soft_update
 from jaxrl.parallel import cond_over_runs
 
 
@@ -113,19 +112,18 @@ def deterministic_networks(
             return optax.adam(learning_rate)
         return optax.chain(optax.clip_by_global_norm(cfg.max_grad_norm), optax.adam(learning_rate))
 
-    actor_lr, critic_lr = learning_rates(cfg, spec.num_envs, total_env_steps)
+    actor_lr, critic_lr = cfg.actor_lr, cfg.critic_lr
+    if cfg.anneal_lr:
+        budget = annealing_budget(total_env_steps)
+        actor_lr, critic_lr = annealed_rates(cfg, num_updates(cfg, spec.num_envs, budget))
     return DeterministicNetworks(actor, critics, scale, adam(actor_lr), adam(critic_lr))
 
 
-def learning_rates(
-    cfg: DeterministicConfig, num_envs: int, total_env_steps: float | None
-) -> tuple[optax.ScalarOrSchedule, optax.ScalarOrSchedule]:
-    """The actor's and critics' learning rates: constant, or with `anneal_lr` each falling to 0
-    over its own optimiser's steps in the run (the actor steps once per `policy_delay`)."""
-    if not cfg.anneal_lr:
-        return cfg.actor_lr, cfg.critic_lr
-    require(total_env_steps is not None, "agent.anneal_lr=true needs the run's budget")
-    critic_updates = num_updates(cfg, num_envs, total_env_steps)
+def annealed_rates(
+    cfg: DeterministicConfig, critic_updates: int
+) -> tuple[optax.Schedule, optax.Schedule]:
+    """The actor's and critics' learning rates falling to 0 over `critic_updates`, each over its
+    own optimiser's steps (the actor steps once per `policy_delay`): TD3's, DDPG's, HyAR's."""
     return (
         optimizers.linear_to_zero(cfg.actor_lr, critic_updates // cfg.policy_delay),
         optimizers.linear_to_zero(cfg.critic_lr, critic_updates),

@@ -205,10 +205,18 @@ class Trainer:
         one_run = {key: values[0] for key, values in self.hyper.items()}
         return one_run, jax.eval_shape(self._init, make_key(0), one_run)
 
+    @functools.cached_property
+    def _leaf_bytes(self) -> list[tuple[int, str]]:
+        """One run's carry, leaf by leaf: its bytes and its dotted path."""
+        leaves = jax.tree_util.tree_leaves_with_path(self._one_run[1])
+        return [
+            (x.size * x.dtype.itemsize, jax.tree_util.keystr(path, simple=True, separator="."))
+            for path, x in leaves
+        ]
+
     def _carry_bytes(self) -> int:
         """Bytes of every run's carry (one run's times the runs)."""
-        carry = self._one_run[1]
-        return len(self.runs) * sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(carry))
+        return len(self.runs) * sum(size for size, _ in self._leaf_bytes)
 
     def _refuse_a_state_larger_than_memory(self) -> None:
         """The runs' state (replay buffers, populations, env batches) must fit the memory its
@@ -219,9 +227,7 @@ class Trainer:
         total = self._carry_bytes()
         if limit is None or total <= limit:
             return
-        one_run = jax.tree_util.tree_leaves_with_path(self._one_run[1])
-        sizes = [(x.size * x.dtype.itemsize, jax.tree_util.keystr(path)) for path, x in one_run]
-        largest, name = max(sizes)
+        largest, name = max(self._leaf_bytes)
         raise ConfigError(
             f"the state of {len(self.runs)} run(s) needs {total / 1e9:,.1f} GB, more than the "
             f"{limit / 1e9:,.1f} GB of memory this {device.platform.upper()} has; its largest "

@@ -568,6 +568,13 @@ def num_updates(
     return max(rounds - first + 1, 0) * cfg.gradient_steps
 
 
+def annealing_budget(total_env_steps: float | None) -> float:
+    """The run's budget, over whose updates `anneal_lr` takes learning rates to 0; a learner
+    built outside a run (ERL's, a script's) has none and cannot anneal (ConfigError)."""
+    require(total_env_steps is not None, "agent.anneal_lr=true needs the run's budget")
+    return total_env_steps
+
+
 def make_off_policy(
     cfg: OffPolicyConfig,
     env: Env,
