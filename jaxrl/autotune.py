@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import time
@@ -37,6 +38,11 @@ PLANS_FILE = "jaxrl_plans.json"  # no XLA cache suffix: the cache's eviction lea
 # /proc/cpuinfo flags, widest first: the vector width XLA:CPU and its kernels can use.
 VECTOR_ISAS = (("avx512f", "AVX-512"), ("avx2", "AVX2"), ("avx", "AVX"), ("asimd", "NEON"))
 
+# The most elements an operand of a timing may have: the timing makes its operands in host memory
+# (a PPO minibatch of 268M rows would take 128 GiB), so larger operations take the standard form
+# untimed.
+MAX_TIMED_ELEMENTS = 2**25
+
 _memory: dict[str, dict[str, str]] = {}
 
 
@@ -44,6 +50,10 @@ def available() -> bool:
     """Whether forms are chosen by timing: switched on (`speedups.timing_enabled`), on CPU, in a
     single-process run."""
     return speedups.timing_enabled() and jax.default_backend() == "cpu" and jax.process_count() == 1
+
+
+def too_large_to_time(*shapes: tuple[int, ...]) -> bool:
+    return max(math.prod(shape) for shape in shapes) > MAX_TIMED_ELEMENTS
 
 
 def choose(seconds: dict[str, float], standard: str) -> str:

@@ -202,7 +202,7 @@ def plan_for(
     `input_grad=False` for a first layer, whose input gradient is never computed, skips timing
     it."""
     forms = candidate_forms(w_shape, strides)
-    if len(forms) == 1 or not autotune.available():
+    if len(forms) == 1 or not autotune.available() or autotune.too_large_to_time(x_shape):
         return ConvPlan()
     what = (
         f"conv | x {list(x_shape)} | w {list(w_shape)} | strides {list(strides)} | "

@@ -48,7 +48,7 @@ _TIMED_MACS = 2.5e8
 def weight_grad_form(x_shape: tuple[int, ...], g_shape: tuple[int, ...], dtype: np.dtype) -> str:
     """The form of WEIGHT_GRAD_FORMS this machine runs fastest for these shapes
     (`jaxrl.autotune`); `plain` where forms are not timed."""
-    if not autotune.available():
+    if not autotune.available() or autotune.too_large_to_time(x_shape, g_shape):
         return "plain"
 
     def measure() -> dict[str, str]:

@@ -251,6 +251,31 @@ def test_switched_off_every_form_is_the_standard_one_and_nothing_is_timed(
     assert autotune.available()
 
 
+def test_operations_too_large_to_time_take_the_standard_form_untimed(monkeypatch, xla_cache_dir):
+    """A timing makes its operands in host memory: PPO minibatches of 268M rows (128 GiB in
+    float64) raised a MemoryError while tracing. Beyond 2^25 elements in an operand nothing is
+    timed or stored; at the bound the operation is still timed."""
+    timed: list[tuple[int, ...]] = []
+
+    def fake_seconds(steps, args, perturbed, length):
+        timed.append(args[0].shape)
+        return {form: 1.0 for form in steps}
+
+    monkeypatch.setattr(autotune, "seconds_per_step", fake_seconds)
+    monkeypatch.setattr(autotune, "_memory", {})
+    monkeypatch.setenv("JAXRL_AUTOTUNE", "on")
+    rows = 2**25 // 64
+    assert networks.weight_grad_form((2**28, 64), (2**28, 1), np.float32) == "plain"
+    assert networks.weight_grad_form((rows + 1, 64), (rows + 1, 1), np.float32) == "plain"
+    huge_frames = (2**25 // (84 * 84 * 4) + 1, 84, 84, 4)
+    plan = conv_forms.plan_for(huge_frames, (8, 8, 4, 32), (4, 4), np.float32, input_grad=False)
+    assert plan == conv_forms.ConvPlan()
+    assert timed == [] and not (xla_cache_dir / autotune.PLANS_FILE).exists()
+    assert networks.weight_grad_form((4, 64), (4, 1), np.float32) == "plain"
+    assert timed == [(4, 64)]
+    assert autotune.too_large_to_time((rows, 64)) is False
+
+
 @pytest.mark.parametrize("switch", ["JAXRL_AUTOTUNE", "JAXRL_SPEEDUPS"])
 def test_a_bad_switch_value_is_refused_in_one_line_before_any_work(switch, tmp_path):
     """Through the CLI: exit 2, one line naming the variable and the valid values, no run
