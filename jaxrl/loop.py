@@ -16,7 +16,7 @@ import os
 import resource
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,7 +49,15 @@ from jaxrl.outputs import (
 )
 from jaxrl.prng import make_key
 from jaxrl.rollout import Episodes, run_episodes, while_each
-from jaxrl.rundir import CHECKPOINTS, ENV_SPEC, claim, default_run_dir, holds_run
+from jaxrl.rundir import (
+    CHECKPOINTS,
+    ENV_SPEC,
+    claim,
+    default_run_dir,
+    default_run_parent,
+    holds_run,
+    missing_dirs,
+)
 from jaxrl.video import record_videos
 
 # The largest carry (all runs together) of runs padded to spread over the cores: every device
@@ -235,6 +243,32 @@ class Trainer:
             f"(agent.buffer_size, env.num_envs, a population), num_seeds or the grid's points"
         )
 
+    def refuse_a_program_larger_than_memory(self, compiled: jax.stages.Compiled) -> None:
+        """The chunk needs its carry and XLA's temporaries at once (a rollout's transitions, a
+        minibatch's activations, the evaluation's envs), which the state check cannot see: XLA's
+        buffer assignment sizes them, per device. A chunk that cannot fit would fail at its
+        first allocation with a traceback; refused here, before the run directory is written."""
+        device = jax.local_devices()[0]
+        limit = device_memory_bytes(device)
+        stats = compiled.memory_analysis()
+        if limit is None or stats is None:
+            return
+        # CPU devices are the host's cores: their buffers share its memory.
+        carry_sharding = jax.tree.leaves(compiled.input_shardings[0][0])[0]
+        devices = len(carry_sharding.device_set) if device.platform == "cpu" else 1
+        temporaries = devices * stats.temp_size_in_bytes
+        held = devices * (
+            stats.argument_size_in_bytes + stats.output_size_in_bytes - stats.alias_size_in_bytes
+        )
+        if held + temporaries <= limit:
+            return
+        raise ConfigError(
+            f"a chunk of {len(self.runs)} run(s) needs {(held + temporaries) / 1e9:,.1f} GB at "
+            f"once ({temporaries / 1e9:,.1f} GB of it working memory: rollouts, batches, "
+            f"activations), more than the {limit / 1e9:,.1f} GB of memory this "
+            f"{device.platform.upper()} has: {LOWER_MEMORY}"
+        )
+
     def _in_shares(self, chunk: Callable) -> Callable:
         """`chunk` over the runs run as one share per device of `share_mesh` (`shard_map`); the
         carry of runs that do not split evenly is held whole on every device, and the program
@@ -412,7 +446,9 @@ class RunResult:
     summary: dict[str, Any]
     carry: Carry  # final carry, leading axis = runs (`trainer.runs`)
     trainer: Trainer
-    status: str  # "completed", "interrupted", "nan" or "failed" (a write failed)
+    # "completed", "interrupted", "nan" or "failed" (a write failed, memory ran out: then the
+    # carry is gone, the last checkpoint holds the run)
+    status: str
     # The run's compiled `trainer.chunk` (carry, hyper, int32 iterations): more iterations from
     # `carry` without compiling again (calling `trainer.chunk` traces and compiles anew).
     compiled_chunk: jax.stages.Compiled
@@ -426,6 +462,47 @@ class Interrupted(Exception):
     def __init__(self, message: str, signum: int) -> None:
         super().__init__(message)
         self.signum = signum
+
+
+class OutOfMemory(Exception):
+    """XLA could not allocate what a chunk needs, after the checks before the run had passed
+    (the memory was there then): the run fails with its last checkpoint kept."""
+
+
+# What sizes the memory a training program needs beyond its state.
+LOWER_MEMORY = (
+    "lower env.num_envs, agent.num_steps, a batch size, eval.episodes, num_seeds or the grid's "
+    "points"
+)
+
+
+def _xla_out_of_memory(e: jax.errors.JaxRuntimeError) -> str | None:
+    """The first line of XLA's error when it is an allocation that failed, else None."""
+    text = str(e).strip()
+    return text.splitlines()[0] if text.startswith("RESOURCE_EXHAUSTED") else None
+
+
+@contextlib.contextmanager
+def out_of_memory_refused(doing: str) -> Iterator[None]:
+    """XLA's out-of-memory traceback while setting a run up, as one line (ConfigError: exit 2;
+    nothing has been written yet)."""
+    try:
+        yield
+    except jax.errors.JaxRuntimeError as e:
+        if (line := _xla_out_of_memory(e)) is None:
+            raise
+        raise ConfigError(f"out of memory {doing} ({line}): {LOWER_MEMORY}") from None
+
+
+@contextlib.contextmanager
+def out_of_memory_fails(doing: str) -> Iterator[None]:
+    """XLA's out-of-memory traceback during training, as `OutOfMemory`."""
+    try:
+        yield
+    except jax.errors.JaxRuntimeError as e:
+        if (line := _xla_out_of_memory(e)) is None:
+            raise
+        raise OutOfMemory(f"out of memory {doing} ({line}): {LOWER_MEMORY}") from None
 
 
 def save_config(cfg: RunConfig, run_dir: Path, env_spec: EnvSpec) -> None:
@@ -455,10 +532,15 @@ def train(
                 f"{stop.reason} before training started: nothing was written", stop.signum
             )
         if run_dir is None:
+            parents = missing_dirs(default_run_parent(cfg.agent.name, cfg.env.id))
             run_dir = default_run_dir(cfg.agent.name, cfg.env.id)
+            made_here = [run_dir, *parents]
             cfg = dataclasses.replace(cfg, log=dataclasses.replace(cfg.log, dir=str(run_dir)))
-        run_dir = Path(run_dir)
-        with claim(run_dir, resume=bool(cfg.resume), writer=distributed.is_primary()):
+        else:
+            run_dir = Path(run_dir)
+            made_here = missing_dirs(run_dir)
+        writer = distributed.is_primary()
+        with claim(run_dir, resume=bool(cfg.resume), writer=writer, made_here=made_here):
             return _train(cfg, run_dir, trainer, stop, progress_fn)
 
 
@@ -476,15 +558,7 @@ def _train(
             f"before its first one: start it again without resume)"
         )
     with contextlib.ExitStack() as closing:  # whatever ends the run, these are closed
-        ckpt = Checkpointer(
-            run_dir / CHECKPOINTS, cfg.checkpoint.keep, cfg.checkpoint.replay_buffer
-        )
-        closing.callback(ckpt.close)
         primary = distributed.is_primary()  # the process that writes the run's files
-        # A resumed run's config is written once its checkpoint has restored: one this version
-        # cannot restore leaves the directory as the version that wrote it can still continue it.
-        if primary and not cfg.resume:
-            save_config(cfg, run_dir, trainer.env.spec)
         if primary and cfg.log.progress:
             # The console's first line once the run is known to start (stdout keeps the CLI's
             # result line alone; `log.progress=false` leaves stderr to errors).
@@ -498,26 +572,14 @@ def _train(
         saved_iteration: int | None = None
         saved_at = time.monotonic()
 
-        def checkpoint() -> None:
-            nonlocal saved_iteration, saved_at
-            with distributed.collectives_fail_as_one_line():
-                ckpt.save(progress.iteration, carry, {"progress": progress.__dict__})
-            saved_iteration, saved_at = progress.iteration, time.monotonic()
-            stop.kept = (
-                f"the checkpoint of iteration {saved_iteration} is kept; "
-                f"continue with resume={run_dir}"
-            )
-
         t0 = time.perf_counter()
         keys = trainer.run_keys()
         iterations = jax.ShapeDtypeStruct((), jnp.int32)
-        # A fresh run's first checkpoint (so that even a run that fails at once has one) is written
-        # while the chunk compiles; a distributed run's waits for the compiled layout of the carry.
-        first_checkpoint_early = not cfg.resume and not distributed.is_distributed()
-        first_checkpoint_error: Exception | None = None
 
         def compile_chunk(abstract: Any) -> tuple[Any, float]:
-            compiled = trainer.chunk.lower(abstract, trainer.hyper, iterations).compile()
+            with out_of_memory_refused("compiling the training program"):
+                compiled = trainer.chunk.lower(abstract, trainer.hyper, iterations).compile()
+            trainer.refuse_a_program_larger_than_memory(compiled)
             return compiled, time.perf_counter()
 
         # XLA compiles outside the GIL: the chunk compiles in a thread while init compiles and runs.
@@ -534,18 +596,32 @@ def _train(
                     abstract,
                 )
             compiling = pool.submit(compile_chunk, abstract)
-            with host_errors():
+            with host_errors(), out_of_memory_refused("initialising the runs"):
                 carry = jax.block_until_ready(trainer.init(keys, trainer.hyper))
             initialised_at = time.perf_counter()
-            if first_checkpoint_early:
-                try:
-                    checkpoint()
-                except (CheckpointError, OSError) as e:  # reported as the loop's own failures are
-                    first_checkpoint_error = e
             compiled, compiled_at = compiling.result()
-        # Set-up ends when both the compile and init have: what the early checkpoint took beyond
-        # them is not compile time.
+        # Nothing is written before the program is known to compile and fit: a refused run leaves
+        # no config or checkpoint behind (`claim` removes the directory it made).
         compile_seconds = max(compiled_at, initialised_at) - t0
+        ckpt = Checkpointer(
+            run_dir / CHECKPOINTS, cfg.checkpoint.keep, cfg.checkpoint.replay_buffer
+        )
+        closing.callback(ckpt.close)
+
+        def checkpoint() -> None:
+            nonlocal saved_iteration, saved_at
+            with distributed.collectives_fail_as_one_line():
+                ckpt.save(progress.iteration, carry, {"progress": progress.__dict__})
+            saved_iteration, saved_at = progress.iteration, time.monotonic()
+            stop.kept = (
+                f"the checkpoint of iteration {saved_iteration} is kept; "
+                f"continue with resume={run_dir}"
+            )
+
+        # A resumed run's config is written once its checkpoint has restored: one this version
+        # cannot restore leaves the directory as the version that wrote it can still continue it.
+        if primary and not cfg.resume:
+            save_config(cfg, run_dir, trainer.env.spec)
         t_restore = time.perf_counter()
         if cfg.resume:
             fresh_env_state = carry.env_state
@@ -582,15 +658,17 @@ def _train(
         chunks_done = 0
 
         try:
-            if first_checkpoint_error is not None:
-                raise first_checkpoint_error
-            if saved_iteration is None:  # a distributed run's first checkpoint
+            if saved_iteration is None:  # a fresh run's first: even one that fails at once has one
                 checkpoint()
             # Every process makes the same calls: a stop that any of them was asked for is theirs.
             agreed_stop, _ = distributed.agree(stop.signal_taken, False)
             while not _budget_reached(cfg, runs, progress) and agreed_stop is None:
                 t_chunk = time.perf_counter()
-                with host_errors(), distributed.collectives_fail_as_one_line():
+                with (
+                    host_errors(),
+                    distributed.collectives_fail_as_one_line(),
+                    out_of_memory_fails(f"running iteration {progress.iteration + 1}"),
+                ):
                     new_carry, out = compiled(
                         carry, trainer.hyper, trainer.next_iterations(progress.env_steps)
                     )
@@ -640,8 +718,9 @@ def _train(
                 )
             elif status == "completed" and saved_iteration != progress.iteration:
                 checkpoint()
-        except (CheckpointError, OSError, distributed.DistributedError) as e:
-            # a full disk, a directory that went read-only, another process that stopped
+        except (CheckpointError, OSError, distributed.DistributedError, OutOfMemory) as e:
+            # a full disk, a directory that went read-only, another process that stopped, memory
+            # that other processes took (the carry, donated to the failed chunk, is gone)
             status = "failed"
             kept = (
                 "no checkpoint was written"

@@ -14,7 +14,7 @@ import errno
 import fcntl
 import itertools
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from jaxrl.config import ConfigError
@@ -24,11 +24,15 @@ CHECKPOINTS = "checkpoints"
 ENV_SPEC = "env_spec.json"  # the env's spaces: a policy is rebuilt from it without the env
 
 
+def default_run_parent(agent: str, env_id: str, parent: Path = Path("runs")) -> Path:
+    return parent / agent / env_id
+
+
 def default_run_dir(agent: str, env_id: str, parent: Path = Path("runs")) -> Path:
     """`runs/<agent>/<env>/<time>`, made now; `-1`, `-2`... are appended when runs start in the
     same second, so every run started without `log.dir` gets a directory of its own."""
     stamp = datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
-    base = parent / agent / env_id / stamp
+    base = default_run_parent(agent, env_id, parent) / stamp
     try:
         base.parent.mkdir(parents=True, exist_ok=True)
         for n in itertools.count():
@@ -41,13 +45,24 @@ def default_run_dir(agent: str, env_id: str, parent: Path = Path("runs")) -> Pat
     raise AssertionError("unreachable")
 
 
+def missing_dirs(path: Path) -> list[Path]:
+    """`path` and those of its parents that do not exist yet, deepest first: what making it
+    would make."""
+    return [p for p in (path, *path.parents) if not p.exists()]
+
+
 @contextlib.contextmanager
-def claim(run_dir: Path, resume: bool, writer: bool = True) -> Iterator[None]:
+def claim(
+    run_dir: Path, resume: bool, writer: bool = True, made_here: Sequence[Path] = ()
+) -> Iterator[None]:
     """Hold `run_dir` for this process while the block runs. ConfigError if it cannot be a run
     directory (a file, not creatable or not writable), if another process holds it, or if it
     already holds a run and this is not a resume of it. `writer=False`: a process of a
     distributed run other than process 0, which holds the lock for them all; only the last check
-    is made, so that every process refuses the same directory."""
+    is made, so that every process refuses the same directory. `made_here`: the directories
+    (`run_dir` and parents, deepest first) that this run made; a block that raises before
+    writing anything into `run_dir` (a run refused once compiled) removes those left empty, so
+    that a refusal leaves no trace."""
     label = f"resume={run_dir}" if resume else f"log.dir={run_dir}"
     if not writer:
         _refuse_a_used_directory(run_dir, resume, label)
@@ -66,9 +81,25 @@ def claim(run_dir: Path, resume: bool, writer: bool = True) -> Iterator[None]:
             os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         except OSError as e:
             raise ConfigError(f"{label}: cannot write there: {_reason(e)}") from None
-        yield
+        try:
+            yield
+        except BaseException:
+            _remove_if_unused(run_dir, made_here)
+            raise
     finally:
         os.close(fd)  # releases the lock
+
+
+def _remove_if_unused(run_dir: Path, made_here: Sequence[Path]) -> None:
+    """Remove the directories in `made_here` if `run_dir` holds nothing but the lock and they
+    are then empty; called while the lock is held, so no other run is using it."""
+    if run_dir not in made_here:
+        return
+    with contextlib.suppress(OSError):  # a directory that is not empty stops it
+        if [p.name for p in run_dir.iterdir()] == [LOCK_FILE]:
+            (run_dir / LOCK_FILE).unlink()
+            for directory in made_here:
+                directory.rmdir()
 
 
 def refuse_early(run_dir: Path, resume: bool, check_lock: bool = True) -> None:

@@ -327,6 +327,23 @@ BAD_INPUT: list[tuple[str, tuple[str, ...], str]] = [
         ("agent=dqn", "env=CartPole-v1", "agent.buffer_size=100000000000"),
         "error: the state of 1 run(s) needs 4,200.0 GB, more than the",
     ),
+    (
+        # 16,384 envs x 65,536 steps of PPO: a rollout of 10^9 transitions and minibatches of
+        # 268M rows (their activations), ~615 GB that XLA's buffer assignment counts once the
+        # chunk has compiled; the state (the envs, the networks) is a few MB. Known only after
+        # the compile, which the run's first line (its preset) and live display precede: here
+        # without them.
+        "a-chunk-larger-than-memory",
+        (
+            "agent=ppo",
+            "env=CartPole-v1",
+            "env.num_envs=16384",
+            "agent.num_steps=65536",
+            "budget.env_steps=2e9",
+            "log.progress=false",
+        ),
+        "error: a chunk of 1 run(s) needs 615.3 GB at once (615.3 GB of it working memory",
+    ),
     ("log-dir-is-a-file", ("log.dir={file}",), "error: log.dir={file}: cannot be a run directory"),
     (
         "log-dir-below-a-file",
@@ -626,8 +643,9 @@ def test_a_full_disk_keeps_the_last_checkpoint(tmp_path: Path) -> None:
 
 def test_a_first_checkpoint_that_cannot_be_written_stops_the_run(tmp_path: Path) -> None:
     """Files may not grow past 30 kB: the run directory's small files are written, PPO's first
-    checkpoint (~110 kB of parameters and optimiser moments, written while the chunk compiles)
-    is not. One line naming the reason, exit 1, summary.json with status failed, no chunk run."""
+    checkpoint (~110 kB of parameters and optimiser moments, written once the chunk has
+    compiled) is not. One line naming the reason, exit 1, summary.json with status failed, no
+    chunk run."""
     run_dir = tmp_path / "run"
     result = cli_with_files_limited_to(
         30_000, tmp_path, *QUICK_PPO, "log.progress=false", f"log.dir={run_dir}"
@@ -641,6 +659,45 @@ def test_a_first_checkpoint_that_cannot_be_written_stops_the_run(tmp_path: Path)
     assert "Traceback" not in result.stderr
     summary = json.loads((run_dir / "summary.json").read_text())
     assert (summary["status"], summary["env_steps"]) == ("failed", 0)
+
+
+def test_memory_that_runs_out_while_training_keeps_the_first_checkpoint(tmp_path: Path) -> None:
+    """The process may map at most 8 GiB (RLIMIT_AS), where the machine has more: the checks
+    before the run pass, and the first chunk's ~9.6 GB rollout (16,384 envs x 1,024 steps)
+    cannot be allocated. One line naming XLA's failed allocation and what to lower, exit 1,
+    summary.json with status failed, the checkpoint of iteration 0 kept, no traceback."""
+    import jax
+
+    from jaxrl.loop import device_memory_bytes
+    from jaxrl.rundir import holds_run
+
+    if (device_memory_bytes(jax.devices("cpu")[0]) or 0) < 16 * 2**30:
+        pytest.skip("the chunk must fit this machine's memory for its check to pass")
+    limit = 8 * 2**30
+    run_dir = tmp_path / "run"
+    result = cli(
+        "agent=ppo",
+        "env=CartPole-v1",
+        "env.num_envs=16384",
+        "agent.num_steps=1024",
+        "budget.env_steps=2e8",
+        "log.progress=false",
+        f"log.dir={run_dir}",
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (limit, limit)),
+    )
+    assert result.returncode == 1, result.stderr
+    errors = [line for line in error_lines(result.stderr) if line.startswith("error:")]
+    assert len(errors) == 1, result.stderr
+    assert re.fullmatch(
+        r"error: out of memory running iteration 1 \(RESOURCE_EXHAUSTED: Out of memory "
+        r"allocating \d+ bytes\.\): lower env\.num_envs, .*; the checkpoint of iteration 0 "
+        r"is kept",
+        errors[0],
+    ), errors[0]
+    assert "Traceback" not in result.stderr
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert (summary["status"], summary["env_steps"]) == ("failed", 0)
+    assert holds_run(run_dir)
 
 
 @pytest.mark.parametrize(
@@ -729,6 +786,35 @@ def test_kill_9_then_resume_logs_every_iteration_once(tmp_path: Path) -> None:
     records = [Event.FromString(r) for r in tensorboard_events(events[-1])]
     (first,) = [e for e in records if e.session_log.status == e.session_log.START]
     assert first.step == checkpoints[-1] * 128 + 1  # events past the checkpoint are hidden
+
+
+def test_a_refused_run_removes_only_the_directories_it_made(tmp_path: Path) -> None:
+    """A run refused once claimed (its program cannot fit) leaves no trace: `claim` removes the
+    directories the run made, deepest first, while nothing but its lock is in them, and keeps
+    those it found (even empty) and any it wrote into."""
+    from jaxrl.config import ConfigError
+    from jaxrl.rundir import LOCK_FILE, claim, missing_dirs
+
+    found = tmp_path / "found"
+    found.mkdir()
+    run_dir = found / "a" / "b"
+    made = missing_dirs(run_dir)
+    assert made == [run_dir, found / "a"]
+    with pytest.raises(ConfigError), claim(run_dir, resume=False, made_here=made):
+        raise ConfigError("refused")
+    assert found.is_dir() and list(found.iterdir()) == []
+
+    made = missing_dirs(run_dir)
+    with pytest.raises(RuntimeError), claim(run_dir, resume=False, made_here=made):
+        (run_dir / "config.json").write_text("{}")
+        raise RuntimeError("failed once written")
+    assert sorted(p.name for p in run_dir.iterdir()) == [LOCK_FILE, "config.json"]
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(ConfigError), claim(empty, resume=False, made_here=missing_dirs(empty)):
+        raise ConfigError("refused")
+    assert [p.name for p in empty.iterdir()] == [LOCK_FILE]
 
 
 def test_one_run_directory_has_one_writer(tmp_path: Path) -> None:
