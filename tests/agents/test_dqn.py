@@ -15,6 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from gymnasium.envs.classic_control.cartpole import CartPoleEnv
+from trees import tree_equal
 
 import envs
 import jaxrl
@@ -246,13 +247,6 @@ def run_updates(cfg: DQNConfig, n: int):
         state, _ = update(state, batch, make_key(0))
         states.append(state)
     return states
-
-
-def tree_equal(a, b) -> bool:
-    return all(
-        bool(jnp.array_equal(x, y))
-        for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True)
-    )
 
 
 def test_hard_target_update_exactly_every_period():

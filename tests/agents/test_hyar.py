@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from hybrid_helpers import PLATFORM_HIGH, PLATFORM_LOW, check_platform_grid
 from learning import assert_mean_at_least
+from trees import tree_equal
 
 import envs
 import jaxrl
@@ -141,11 +142,6 @@ def transitions(obs, choice, parameters, latent, valid, next_obs, terminated=Non
     return Transition(
         jnp.asarray(obs, jnp.float32), action, jnp.ones(n), flags, jnp.zeros(n, bool), next_obs
     )
-
-
-def tree_equal(a, b) -> bool:
-    pairs = zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True)
-    return all(np.array_equal(x, y) for x, y in pairs)
 
 
 def dense_layers(params) -> list[tuple[np.ndarray, np.ndarray]]:

@@ -6,8 +6,8 @@ own steps (one per `policy_delay`)."""
 from __future__ import annotations
 
 import jax
-import numpy as np
 import pytest
+from trees import tree_equal
 
 import agents
 import envs
@@ -27,10 +27,6 @@ SCHEDULE = {
     "anneal_lr": True,
 }
 BUDGET = 64
-
-
-def tree_equal(a, b) -> bool:
-    return jax.tree.all(jax.tree.map(np.array_equal, a, b))
 
 
 @pytest.mark.parametrize(

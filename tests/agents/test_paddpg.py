@@ -12,6 +12,7 @@ import optax
 import pytest
 from hybrid_helpers import PLATFORM_HIGH
 from learning import assert_mean_at_least
+from trees import tree_equal
 
 import envs
 import jaxrl
@@ -161,11 +162,8 @@ def test_an_update_ignores_truncation_but_not_termination(platform):
     plain_state, metrics = after(state, plain, make_key(3))
     same = after(state, plain._replace(truncated=~no), make_key(3))[0]
     other = after(state, plain._replace(terminated=~no), make_key(3))[0]
-    equal = lambda a, b: all(
-        np.array_equal(x, y) for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True)
-    )
-    assert equal(same, plain_state)
-    assert not equal(other.critic_params, plain_state.critic_params)
+    assert tree_equal(same, plain_state)
+    assert not tree_equal(other.critic_params, plain_state.critic_params)
     assert set(metrics) == {"critic_loss", "q_mean"}
 
 

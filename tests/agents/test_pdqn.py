@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from hybrid_helpers import PLATFORM_HIGH, PLATFORM_LOW, check_platform_grid
 from learning import assert_mean_at_least
+from trees import tree_equal
 
 import envs
 import jaxrl
@@ -84,11 +85,6 @@ def batch_of(obs: jax.Array, choice, parameters, reward, terminated, truncated) 
     return Transition(
         obs, action, jnp.asarray(reward, jnp.float32), flags(terminated), flags(truncated), obs
     )
-
-
-def tree_equal(a, b) -> bool:
-    pairs = zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True)
-    return all(np.array_equal(x, y) for x, y in pairs)
 
 
 def test_td_target_is_the_target_max_over_choices_and_stops_only_at_termination(platform):

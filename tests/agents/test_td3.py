@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from learning import PENDULUM_OFF_POLICY_20K, assert_mean_at_least
+from trees import tree_equal
 
 import envs
 import jaxrl
@@ -52,11 +53,6 @@ def random_batch(key: jax.Array, n: int = 8) -> Transition:
         flag,
         jax.random.normal(k4, (n, 3)),
     )
-
-
-def leaves_equal(a, b) -> bool:
-    pairs = zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True)
-    return all(np.array_equal(x, y) for x, y in pairs)
 
 
 def assert_trees_close(got, want) -> None:
@@ -124,8 +120,7 @@ def test_actor_and_targets_move_every_policy_delay_th_update_with_polyak_tau(spe
     for i in range(6):
         states.append(update(states[-1], batch, make_key(10 + i))[0])
     moved = lambda field: [
-        not leaves_equal(getattr(a, field), getattr(b, field))
-        for a, b in itertools.pairwise(states)
+        not tree_equal(getattr(a, field), getattr(b, field)) for a, b in itertools.pairwise(states)
     ]
     assert moved("critic_params") == [True] * 6
     for field in ("actor_params", "target_actor_params", "target_critic_params"):
