@@ -253,9 +253,9 @@ class Trainer:
         stats = compiled.memory_analysis()
         if limit is None or stats is None:
             return
-        # CPU devices are the host's cores: their buffers share its memory.
+        # CPU devices are the host's cores: the buffers of this process's share its memory.
         carry_sharding = jax.tree.leaves(compiled.input_shardings[0][0])[0]
-        devices = len(carry_sharding.device_set) if device.platform == "cpu" else 1
+        devices = len(carry_sharding.addressable_devices) if device.platform == "cpu" else 1
         temporaries = devices * stats.temp_size_in_bytes
         held = devices * (
             stats.argument_size_in_bytes + stats.output_size_in_bytes - stats.alias_size_in_bytes
