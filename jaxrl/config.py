@@ -54,6 +54,8 @@ class EnvConfig:
 
 # Env steps are counted in int32 on the device: the budget stays well below 2^31.
 MAX_ENV_STEPS = 2e9
+# Seeds JAX's keys tell apart without 64-bit mode (`jax.random.key` keeps a seed's low 32 bits).
+MAX_SEED = 2**32
 
 
 @dataclass(frozen=True)
@@ -211,6 +213,15 @@ class RunConfig:
     def __post_init__(self) -> None:
         require(self.num_seeds >= 1, f"num_seeds={self.num_seeds} must be >= 1")
         require(self.seed >= 0, f"seed={self.seed} must be >= 0")
+        last = self.seed + self.num_seeds - 1
+        which = f"seed={self.seed}"
+        if self.num_seeds > 1:
+            which += f" with num_seeds={self.num_seeds} (its last seed {last})"
+        require(
+            last < MAX_SEED,
+            f"{which} must be below 2^32 = {MAX_SEED}: JAX keeps a seed's low 32 bits, so larger "
+            f"seeds would repeat smaller ones' numbers",
+        )
 
     @property
     def seeds(self) -> list[int]:

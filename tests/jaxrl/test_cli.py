@@ -162,6 +162,27 @@ def test_seed_k_of_a_sweep_is_the_run_with_seed_k(tmp_path: Path, agent_args: tu
     assert np.abs(params(jaxrl.load(sweep, seed=0)) - alone).max() > 1e-2
 
 
+def test_each_run_gets_its_seeds_key_up_to_the_last_seed_jax_tells_apart() -> None:
+    """The runs' keys are made in one vmapped call over uint32 seeds (a stack of one key per run
+    compiled a 100,000-operand concatenation for `num_seeds=100000`); each equals the key of its
+    seed as a Python int, up to 2^32 - 1 (above it JAX's keys repeat: the config refuses it)."""
+    from jaxrl.loop import Trainer
+    from jaxrl.prng import make_key
+
+    first = 2**32 - 3
+    trainer = Trainer(compose(["agent=es", *TINY_ES, f"seed={first}", "num_seeds=3"]))
+    keys = np.asarray(jax.random.key_data(trainer.run_keys()))
+    np.testing.assert_array_equal(keys, [[0, first], [0, first + 1], [0, first + 2]])
+    for seed in (0, 1, 2**31, 2**32 - 1):
+        one = Trainer(compose(["agent=es", *TINY_ES, f"seed={seed}"])).run_keys()
+        np.testing.assert_array_equal(
+            jax.random.key_data(one)[0], jax.random.key_data(make_key(seed))
+        )
+    assert np.array_equal(
+        jax.random.key_data(make_key(2**32 + 5)), jax.random.key_data(make_key(5))
+    )
+
+
 def test_runs_that_do_not_split_over_the_cores_are_padded_and_keep_their_numbers(
     tmp_path: Path,
 ) -> None:

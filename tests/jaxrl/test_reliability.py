@@ -74,6 +74,11 @@ BAD_INPUT: list[tuple[str, tuple[str, ...], str]] = [
     ),
     ("seed-not-a-number", ("seed=abc",), "error: invalid value for 'seed'"),
     ("seed-negative", ("seed=-1",), "error: seed=-1 must be >= 0"),
+    (
+        "seeds-beyond-32-bits",
+        ("seed=4294967295", "num_seeds=2"),
+        "error: seed=4294967295 with num_seeds=2 (its last seed 4294967296) must be below 2^32",
+    ),
     ("no-seeds", ("num_seeds=0",), "error: num_seeds=0 must be >= 1"),
     ("fractional-seeds", ("num_seeds=1.5",), "error: invalid value for 'num_seeds'"),
     ("not-a-bool", ("video=maybe",), "error: invalid value for 'video'"),
