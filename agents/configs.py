@@ -44,8 +44,10 @@ FITNESS_SHAPINGS = ("centered_ranks", "zscore")
 
 @dataclass(frozen=True)
 class ESConfig:
-    # The env batch per seed when `env.num_envs` is not given (episodes_per_member sets a member's).
+    # The trainer's env batch (unused: ES batches its members' episodes itself, as
+    # `OWN_ENV_BATCHES` says, and `env.num_envs` is refused).
     NUM_ENVS: ClassVar[int] = 1
+    OWN_ENV_BATCHES: ClassVar[str] = "agent.population_size x agent.episodes_per_member episodes"
     # Values a grid may vary in one program (jaxrl/hyper.py): they change no array shape.
     HYPERPARAMETERS: ClassVar[tuple[str, ...]] = (
         "sigma",
@@ -333,8 +335,12 @@ LEARNERS = ("ddpg", "td3")
 
 @dataclass(frozen=True)
 class ERLConfig:
-    # ERL sizes its own env batch from its population (members x episodes + the learner's).
+    # ERL sizes its own env batch from its population (members x episodes + the learner's), as
+    # `OWN_ENV_BATCHES` says; `env.num_envs` is refused.
     NUM_ENVS: ClassVar[int] = 1
+    OWN_ENV_BATCHES: ClassVar[str] = (
+        "agent.population_size x agent.episodes_per_member + agent.rl_episodes episodes"
+    )
     # Values a grid may vary in one program (jaxrl/hyper.py): they change no array shape.
     HYPERPARAMETERS: ClassVar[tuple[str, ...]] = (
         "mutation_prob",

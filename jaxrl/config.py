@@ -35,7 +35,8 @@ def require(condition: bool, message: str) -> None:
 class EnvConfig:
     id: str = "CartPole-v1"
     # Envs per seed for agents that keep one env batch running (PPO, A2C, REINFORCE...); null:
-    # the agent's default (agents.REGISTRY). ES sizes its own batch from its population.
+    # the agent's default (agents.REGISTRY). ES and ERL size theirs from their population and
+    # refuse it (their configs' `OWN_ENV_BATCHES`).
     num_envs: int | None = None
     # None: the env's registered cap (CartPole-v1: 500, Pendulum-v1: 200...). Reaching it is a
     # truncation, never a termination.
@@ -211,6 +212,12 @@ class RunConfig:
     video: bool = False
 
     def __post_init__(self) -> None:
+        own_batches = getattr(self.agent, "OWN_ENV_BATCHES", None)
+        require(
+            self.env.num_envs is None or own_batches is None,
+            f"env.num_envs={self.env.num_envs}: agent '{getattr(self.agent, 'name', '?')}' runs "
+            f"its own env batches ({own_batches} a generation); leave env.num_envs unset",
+        )
         require(self.num_seeds >= 1, f"num_seeds={self.num_seeds} must be >= 1")
         require(self.seed >= 0, f"seed={self.seed} must be >= 0")
         last = self.seed + self.num_seeds - 1

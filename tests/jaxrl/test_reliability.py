@@ -120,6 +120,12 @@ BAD_INPUT: list[tuple[str, tuple[str, ...], str]] = [
     ("checkpoint-keep-zero", ("checkpoint.keep=0",), "error: checkpoint.keep=0 must be >= 1"),
     ("no-envs", ("env.num_envs=0",), "error: env.num_envs=0 must be >= 1"),
     (
+        "an-env-batch-for-es",
+        ("agent=es", "env.num_envs=8"),
+        "error: env.num_envs=8: agent 'es' runs its own env batches (agent.population_size x "
+        "agent.episodes_per_member episodes a generation); leave env.num_envs unset",
+    ),
+    (
         "grid-of-a-shape-key",
         ("agent=ppo", "grid.agent.num_steps=[64,128]"),
         "error: grid.agent.num_steps: 'num_steps' changes the compiled program's shapes or "
