@@ -478,6 +478,8 @@ def summarize(run_dir: str | Path) -> list[PointSummary]:
         entries = list(read_evals(evals).items())
     elif run_dir.is_dir() and job_dirs(run_dir):
         entries = list(enumerate(read_sweep(run_dir)))
+    elif not run_dir.is_dir():
+        raise FileNotFoundError(f"{run_dir}: no such directory (give a run's or a -m sweep's)")
     else:
         raise FileNotFoundError(
             f"{run_dir} holds neither evals.csv (a run) nor jobs with .hydra/overrides.yaml "

@@ -164,16 +164,19 @@ def test_performance_profile_by_hand():
 
 
 def test_cli_reports_missing_run_dir(tmp_path):
-    out = subprocess.run(
-        [sys.executable, "-m", "jaxrl.sweep", str(tmp_path / "nowhere")],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=120,
-    )
-    assert out.returncode == 2
-    [line] = out.stderr.splitlines()
-    assert line.startswith("error: ") and "evals.csv" in line
+    """A path that is not there, and a directory that holds no run: one line each, exit 2."""
+    (tmp_path / "empty").mkdir()
+    for name, says in (("nowhere", "no such directory"), ("empty", "holds neither evals.csv")):
+        out = subprocess.run(
+            [sys.executable, "-m", "jaxrl.sweep", str(tmp_path / name)],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            timeout=120,
+        )
+        assert out.returncode == 2
+        [line] = out.stderr.splitlines()
+        assert line.startswith(f"error: {tmp_path / name}") and says in line, line
 
 
 def test_cli_names_the_extra_when_rliable_is_missing(tmp_path):
