@@ -480,33 +480,17 @@ LOWER_MEMORY = (
 )
 
 
-def _xla_out_of_memory(e: jax.errors.JaxRuntimeError) -> str | None:
-    """The first line of XLA's error when it is an allocation that failed, else None."""
-    text = str(e).strip()
-    return text.splitlines()[0] if text.startswith("RESOURCE_EXHAUSTED") else None
-
-
 @contextlib.contextmanager
-def out_of_memory_refused(doing: str) -> Iterator[None]:
-    """XLA's out-of-memory traceback while setting a run up, as one line (ConfigError: exit 2;
-    nothing has been written yet)."""
+def out_of_memory_as(error: type[Exception], doing: str) -> Iterator[None]:
+    """XLA's out-of-memory traceback as one line: `ConfigError` (exit 2) while a run is set up
+    and nothing is written yet, `OutOfMemory` during training."""
     try:
         yield
     except jax.errors.JaxRuntimeError as e:
-        if (line := _xla_out_of_memory(e)) is None:
+        text = str(e).strip()
+        if not text.startswith("RESOURCE_EXHAUSTED"):
             raise
-        raise ConfigError(f"out of memory {doing} ({line}): {LOWER_MEMORY}") from None
-
-
-@contextlib.contextmanager
-def out_of_memory_fails(doing: str) -> Iterator[None]:
-    """XLA's out-of-memory traceback during training, as `OutOfMemory`."""
-    try:
-        yield
-    except jax.errors.JaxRuntimeError as e:
-        if (line := _xla_out_of_memory(e)) is None:
-            raise
-        raise OutOfMemory(f"out of memory {doing} ({line}): {LOWER_MEMORY}") from None
+        raise error(f"out of memory {doing} ({text.splitlines()[0]}): {LOWER_MEMORY}") from None
 
 
 def save_config(cfg: RunConfig, run_dir: Path, env_spec: EnvSpec) -> None:
@@ -581,7 +565,7 @@ def _train(
         iterations = jax.ShapeDtypeStruct((), jnp.int32)
 
         def compile_chunk(abstract: Any) -> tuple[Any, float]:
-            with out_of_memory_refused("compiling the training program"):
+            with out_of_memory_as(ConfigError, "compiling the training program"):
                 compiled = trainer.chunk.lower(abstract, trainer.hyper, iterations).compile()
             trainer.refuse_a_program_larger_than_memory(compiled)
             return compiled, time.perf_counter()
@@ -600,7 +584,7 @@ def _train(
                     abstract,
                 )
             compiling = pool.submit(compile_chunk, abstract)
-            with host_errors(), out_of_memory_refused("initialising the runs"):
+            with host_errors(), out_of_memory_as(ConfigError, "initialising the runs"):
                 carry = jax.block_until_ready(trainer.init(keys, trainer.hyper))
             initialised_at = time.perf_counter()
             compiled, compiled_at = compiling.result()
@@ -671,7 +655,7 @@ def _train(
                 with (
                     host_errors(),
                     distributed.collectives_fail_as_one_line(),
-                    out_of_memory_fails(f"running iteration {progress.iteration + 1}"),
+                    out_of_memory_as(OutOfMemory, f"running iteration {progress.iteration + 1}"),
                 ):
                     new_carry, out = compiled(
                         carry, trainer.hyper, trainer.next_iterations(progress.env_steps)
