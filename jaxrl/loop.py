@@ -39,11 +39,13 @@ from jaxrl.config import ConfigError, RunConfig
 from jaxrl.datatypes import Agent, Array, EnvSpec, Key
 from jaxrl.interrupt import StopRequest, signals_request_stop
 from jaxrl.outputs import (
+    PER_EPISODE_METRICS,
     SUCCESS_COLUMN,
     LiveDisplay,
     NoLogger,
     RunLogger,
     finite_or_none,
+    per_episode_mean,
     write_json_atomic,
     write_text_atomic,
 )
@@ -790,6 +792,11 @@ def _progress_line(trainer: Trainer, progress: Progress, out: ChunkOutput) -> st
     parts = [f"iter {progress.iteration}", f"steps {min(progress.env_steps):,}"]
     last = np.maximum(np.asarray(out.iterations) - 1, 0)
     for name in trainer.progress_metrics:
+        if name in PER_EPISODE_METRICS and "episodes" in out.metrics:
+            # over the chunk's episodes: its last iteration may have ended none
+            mean = per_episode_mean(out.metrics, name, out.iterations)
+            parts.append(f"{name} {'n/a' if mean is None else f'{mean:.1f}'}")
+            continue
         values = np.asarray(out.metrics[name])
         latest = values[np.arange(len(last)), last][np.asarray(out.iterations) > 0]
         parts.append(f"{name} {float(np.mean(latest)):.1f}")

@@ -436,7 +436,8 @@ def train_step(
         **jax.tree.map(jnp.mean, metrics),
         "env_steps": jnp.asarray(cfg.iteration_steps, jnp.int32),
         "episodes": episodes,
-        # 0 when no episode ended during the iteration (a NaN would stop the run)
+        # 0 when no episode ended during the iteration (a NaN would stop the run); the logs leave
+        # it out there (`outputs.PER_EPISODE_METRICS`)
         "episode_return": returns.sum() / jnp.maximum(episodes, 1),
     }
     return state, env_state, metrics

@@ -613,7 +613,8 @@ def iteration(
         "env_steps": steps,
         "env_steps_computed": jnp.asarray(setup.num_steps * setup.num_envs, jnp.int32),
         "episodes": episodes,
-        # 0 when no episode ended during the rollout (a NaN would stop the run)
+        # 0 when no episode ended during the rollout (a NaN would stop the run); the logs leave
+        # it out there (`outputs.PER_EPISODE_METRICS`)
         "episode_return": returns / jnp.maximum(episodes, 1),
         "learning_rate": lr,
     }

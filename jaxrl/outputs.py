@@ -150,13 +150,15 @@ class RunLogger:
         from tensorboardX.proto.summary_pb2 import Summary
 
         tags = [f"train/{name}" for name in metrics]
+        no_episodes = _ended_no_episode(metrics)
         for i, writer in enumerate(self.writers):
             rows = np.stack([np.asarray(v[i, : int(ran[i])], np.float64) for v in metrics.values()])
             for j, values in enumerate(rows.T.tolist()):
                 summary = Summary(
                     value=[
                         Summary.Value(tag=tag, simple_value=value)
-                        for tag, value in zip(tags, values, strict=True)
+                        for name, tag, value in zip(metrics, tags, values, strict=True)
+                        if not (name in PER_EPISODE_METRICS and no_episodes[i, j])
                     ]
                 )
                 writer.file_writer.add_summary(summary, int(env_steps[i, j]))
@@ -195,6 +197,31 @@ class NoLogger:
 
     def close(self) -> None:
         pass
+
+
+# Metrics that are means over the episodes an iteration ended (its `episodes` metric): an
+# iteration that ended none reports 0 for them (a NaN would stop the run), which is no value.
+PER_EPISODE_METRICS = ("episode_return", "episode_length")
+
+
+def _ended_no_episode(metrics: dict[str, np.ndarray]) -> np.ndarray:
+    """[runs, iterations]: True where the iteration ended no episode (never, without the
+    `episodes` metric)."""
+    shape = np.shape(next(iter(metrics.values())))
+    if "episodes" not in metrics:
+        return np.zeros(shape, bool)
+    return np.asarray(metrics["episodes"]) == 0
+
+
+def per_episode_mean(metrics: dict[str, np.ndarray], name: str, ran: np.ndarray) -> float | None:
+    """A `PER_EPISODE_METRICS` metric over every episode the runs' iterations of a chunk ended
+    (`ran` of them each): None where they ended none."""
+    episodes = np.asarray(metrics["episodes"], np.float64)
+    counted = np.arange(episodes.shape[1])[None, :] < np.asarray(ran)[:, None]
+    total = float((episodes * counted).sum())
+    if total == 0:
+        return None
+    return float((np.asarray(metrics[name], np.float64) * episodes * counted).sum() / total)
 
 
 class LiveDisplay:
