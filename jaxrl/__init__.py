@@ -39,6 +39,12 @@ def train(
     mean eval return and each run's latest eval return."""
     from jaxrl import cli, loop
 
+    not_strings = [o for o in overrides if not isinstance(o, str)]
+    if not_strings:
+        raise TypeError(
+            f"jaxrl.train takes overrides as separate strings, jaxrl.train('agent=ppo', "
+            f"'num_seeds=4'), or as keywords; got {not_strings[0]!r} (unpack a list with *)"
+        )
     cfg, directory = cli.plan([*overrides, *keyword_overrides(config)], run_dir)
     return loop.train(cfg, directory, progress_fn)
 
