@@ -353,7 +353,9 @@ BAD_INPUT: list[tuple[str, tuple[str, ...], str]] = [
             "budget.env_steps=2e9",
             "log.progress=false",
         ),
-        "error: a chunk of 1 run(s) needs 615.3 GB at once (615.3 GB of it working memory",
+        # (XLA's count, 615.3 GB with jax 0.10.2 on an Intel Xeon, is not asserted: its buffer
+        # assignment may differ by version and CPU)
+        "error: a chunk of 1 run(s) needs ",
     ),
     ("log-dir-is-a-file", ("log.dir={file}",), "error: log.dir={file}: cannot be a run directory"),
     (
