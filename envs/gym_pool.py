@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import multiprocessing
+import os
 import signal
 import warnings
 from collections.abc import Callable, Sequence
@@ -337,9 +338,19 @@ class GymnasiumPool:
         return f"{self.name}: {what} raised {type(e).__name__}: {e}"
 
 
+# multiprocessing's resource tracker (a process of its own, started with the first async pool)
+# warns of the pools' semaphores when the run ends without closing them: a second Ctrl-C exits
+# at once, on purpose. The run's one line is the report; the tracker, which takes its warning
+# filters from the environment it starts with, is told to keep quiet about them.
+_QUIET_TRACKER = "ignore:resource_tracker:UserWarning"
+
+
 def _worker() -> Callable[..., None]:
     from envs.host_worker import worker
 
+    filters = os.environ.get("PYTHONWARNINGS", "")
+    if _QUIET_TRACKER not in filters.split(","):
+        os.environ["PYTHONWARNINGS"] = ",".join(f for f in (filters, _QUIET_TRACKER) if f)
     return worker
 
 

@@ -5,9 +5,11 @@ Standard library only: the CLI installs the handlers before it imports JAX, so a
 start-up is seen too. A `KeyboardInterrupt` raised from the handler would be unreliable there:
 raised inside one of JAX's garbage-collector callbacks it is printed and swallowed, and the run
 goes on. So the handler only sets a flag, and from the CLI a second signal ends the process with
-`os._exit` after one line: every checkpoint is written atomically, so the last complete one is
-what a resume finds. From the Python API (a notebook) a second one raises `KeyboardInterrupt`
-instead, which leaves the interpreter alive. SIGTERM (what `kill`, Docker, Kubernetes and SLURM
+`os._exit` after one line (at once even inside a chunk: `jaxrl.loop` runs chunks in a thread of
+their own, so the main thread, where Python runs handlers, is never held in XLA): every
+checkpoint is written atomically, so the last complete one is what a resume finds. From the
+Python API (a notebook) a second one raises `KeyboardInterrupt` instead, which leaves the
+interpreter alive. SIGTERM (what `kill`, Docker, Kubernetes and SLURM
 without submitit send before they kill) is taken only where nothing else handles it; the exit
 status is 128 + the signal's number, as a shell reports a process the signal ended (130, 143).
 

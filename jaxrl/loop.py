@@ -646,6 +646,11 @@ def _train(
 
         status = "completed"
         chunks_done = 0
+        # The chunks run in a thread of their own while this one waits in Python, where a second
+        # Ctrl-C is handled at once: a program with host callbacks (Atari, Gymnasium) holds the
+        # thread that calls it in XLA until it returns, which kept signal handlers waiting for
+        # the whole chunk (50 minutes of Pong).
+        chunk_thread = closing.enter_context(ThreadPoolExecutor(max_workers=1))
 
         try:
             if saved_iteration is None:  # a fresh run's first: even one that fails at once has one
@@ -659,10 +664,13 @@ def _train(
                     distributed.collectives_fail_as_one_line(),
                     out_of_memory_as(OutOfMemory, f"running iteration {progress.iteration + 1}"),
                 ):
-                    new_carry, out = compiled(
-                        carry, trainer.hyper, trainer.next_iterations(progress.env_steps)
-                    )
-                    out = jax.device_get(out)
+                    new_carry, out = chunk_thread.submit(
+                        _run_chunk,
+                        compiled,
+                        carry,
+                        trainer.hyper,
+                        trainer.next_iterations(progress.env_steps),
+                    ).result()
                 progress.run_seconds += time.perf_counter() - t_chunk
                 if not np.all(out.finite):
                     carry = new_carry  # the previous carry was donated to the chunk
@@ -734,6 +742,14 @@ def _train(
             write_json_atomic(run_dir / "summary.json", summary)
     stop_signal = stop.signum if status == "interrupted" else None
     return RunResult(run_dir, summary, carry, trainer, status, compiled, stop_signal)
+
+
+def _run_chunk(
+    compiled: jax.stages.Compiled, carry: Carry, hyperparameters: dict[str, Array], iterations: int
+) -> tuple[Carry, ChunkOutput]:
+    """One chunk, its outputs fetched (the carry stays on its devices)."""
+    new_carry, out = compiled(carry, hyperparameters, iterations)
+    return new_carry, jax.device_get(out)
 
 
 def _budget_reached(cfg: RunConfig, runs: list[Run], progress: Progress) -> bool:

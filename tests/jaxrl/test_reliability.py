@@ -569,6 +569,41 @@ def test_second_ctrl_c_stops_at_once_and_keeps_the_last_checkpoint(tmp_path: Pat
     assert f"resumed from iteration {kept} " in result.stderr
 
 
+def test_second_ctrl_c_stops_a_chunk_of_host_envs_at_once(tmp_path: Path) -> None:
+    """A program with host callbacks holds the thread that calls it until the chunk returns, and
+    Python runs signal handlers only in the main thread: the second press waited for the whole
+    chunk (50 minutes of Pong). The chunks run in a thread of their own, so the second press,
+    landing in the first chunk (5,000 iterations, 640k host steps), stops the run there: one
+    line naming the iteration-0 checkpoint, exit 130, and the async pool's workers, left with a
+    broken pipe, end without a traceback or the resource tracker's warning."""
+    from jaxrl.rundir import holds_run
+
+    run_dir = tmp_path / "run"
+    proc = start(
+        *QUICK_PPO,
+        "env=gym/CartPole-v1",
+        "env.pool=async",
+        "env.num_envs=2",
+        "budget.env_steps=1e8",
+        "eval.every=5000",
+        "log.progress=false",
+        f"log.dir={run_dir}",
+    )
+    deadline = time.monotonic() + 240
+    while not holds_run(run_dir) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)  # the iteration-0 checkpoint: written just before the first chunk
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr
+    assert error_lines(stderr) == [
+        "interrupted again: stopped at once; the checkpoint of iteration 0 is kept; "
+        f"continue with resume={run_dir}"
+    ], stderr
+
+
 def test_ctrl_c_during_start_up_stops_the_run(tmp_path: Path) -> None:
     """Pressed while Python imports and XLA compiles: the run does not go on (it used to, to
     exit 0, the KeyboardInterrupt swallowed in a JAX callback); one line, exit 130."""
