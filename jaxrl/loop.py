@@ -650,7 +650,10 @@ def _train(
         # Ctrl-C is handled at once: a program with host callbacks (Atari, Gymnasium) holds the
         # thread that calls it in XLA until it returns, which kept signal handlers waiting for
         # the whole chunk (50 minutes of Pong).
-        chunk_thread = closing.enter_context(ThreadPoolExecutor(max_workers=1))
+        # A run left by an exception (a second Ctrl-C from the Python API) does not wait for the
+        # chunk in flight, which ends on its own.
+        chunk_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="jaxrl-chunk")
+        closing.callback(chunk_thread.shutdown, wait=False)
 
         try:
             if saved_iteration is None:  # a fresh run's first: even one that fails at once has one

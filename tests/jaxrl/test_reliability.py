@@ -6,6 +6,7 @@ that every case here has its row there."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import resource
 import shutil
@@ -24,6 +25,7 @@ from cli_helpers import (
     TINY_ES,
     cli,
     error_lines,
+    pythonpath,
     read_evals,
     start,
     tensorboard_events,
@@ -602,6 +604,54 @@ def test_second_ctrl_c_stops_a_chunk_of_host_envs_at_once(tmp_path: Path) -> Non
         "interrupted again: stopped at once; the checkpoint of iteration 0 is kept; "
         f"continue with resume={run_dir}"
     ], stderr
+
+
+API_SECOND_CTRL_C = """
+import os, signal, sys, threading, time
+from pathlib import Path
+import jaxrl
+from jaxrl.rundir import holds_run
+
+run_dir = Path(sys.argv[1])
+
+def press_twice():
+    while not holds_run(run_dir):  # the iteration-0 checkpoint: just before the first chunk
+        time.sleep(0.05)
+    time.sleep(0.5)
+    for _ in range(2):
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.05)
+
+threading.Thread(target=press_twice, daemon=True).start()
+try:
+    jaxrl.train("agent=ppo", "agent.num_steps=32", "agent.num_minibatches=2",
+                "budget.env_steps=1e8", "eval.every=100000", "log.progress=false", run_dir=run_dir)
+except KeyboardInterrupt:
+    chunks = [t for t in threading.enumerate() if t.name.startswith("jaxrl-chunk")]
+    print("KeyboardInterrupt, the chunk still running:", any(t.is_alive() for t in chunks))
+    sys.stdout.flush()
+    os._exit(0)
+"""
+
+
+def test_second_ctrl_c_from_the_python_api_raises_without_waiting_for_the_chunk(
+    tmp_path: Path,
+) -> None:
+    """From `jaxrl.train` (a notebook) the second press raises KeyboardInterrupt in the caller
+    while the chunk in flight (100,000 iterations, about a minute) is still running: the run's
+    clean-up does not wait for it (the chunk thread is let go, not joined)."""
+    script = tmp_path / "press.py"
+    script.write_text(API_SECOND_CTRL_C)
+    result = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "run")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": pythonpath()},
+    )
+    assert result.stdout.splitlines() == ["KeyboardInterrupt, the chunk still running: True"], (
+        result.stdout + result.stderr
+    )
 
 
 def test_ctrl_c_during_start_up_stops_the_run(tmp_path: Path) -> None:
