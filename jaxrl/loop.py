@@ -649,9 +649,9 @@ def _train(
         # The chunks run in a thread of their own while this one waits in Python, where a second
         # Ctrl-C is handled at once: a program with host callbacks (Atari, Gymnasium) holds the
         # thread that calls it in XLA until it returns, which kept signal handlers waiting for
-        # the whole chunk (50 minutes of Pong).
-        # A run left by an exception (a second Ctrl-C from the Python API) does not wait for the
-        # chunk in flight, which ends on its own.
+        # the whole chunk (50 minutes of Pong). The thread is let go, not joined, so a run left
+        # by an exception (a second Ctrl-C from the Python API) does not wait for the chunk in
+        # flight, which ends on its own.
         chunk_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="jaxrl-chunk")
         closing.callback(chunk_thread.shutdown, wait=False)
 
