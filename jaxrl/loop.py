@@ -623,6 +623,8 @@ def _train(
             progress = Progress(**meta["progress"])
             saved_iteration = progress.iteration
             display.message(f"resumed from iteration {progress.iteration} in {run_dir}")
+            if _budget_reached(cfg, runs, progress):
+                display.message(_nothing_to_train(cfg, progress))
         if distributed.is_distributed() or trainer.carry_sharding is not None:
             # split as the compiled chunk takes it (the env batch; the runs' shares): a restored
             # checkpoint comes back on one device
@@ -763,6 +765,20 @@ def _budget_reached(cfg: RunConfig, runs: list[Run], progress: Progress) -> bool
         target is not None
         and progress.iteration > 0
         and min(_mean_per_point(runs, progress.final_eval).values()) >= target
+    )
+
+
+def _nothing_to_train(cfg: RunConfig, progress: Progress) -> str:
+    """Why a resumed run trains no further, and which setting continues it."""
+    steps = min(progress.env_steps)
+    if steps >= cfg.budget.env_steps:
+        return (
+            f"nothing to train: the run has {steps:,} env steps and budget.env_steps="
+            f"{int(cfg.budget.env_steps)}; raise it to continue"
+        )
+    return (
+        f"nothing to train: the run's evaluation return has reached budget.target_return="
+        f"{cfg.budget.target_return}; raise it (or set it to null) to continue"
     )
 
 

@@ -254,6 +254,10 @@ def test_a_run_with_env_kwargs_loads_and_resumes(tmp_path: Path) -> None:
     result = cli(f"resume={run_dir}", "budget.env_steps=512", *QUIET)
     assert result.returncode == 0, result.stderr
     assert json.loads((run_dir / "summary.json").read_text())["env_steps"] == 512
+    again = cli(f"resume={run_dir}", *QUIET)  # the budget it has reached: said, not silent
+    assert again.returncode == 0, again.stderr
+    expected = "nothing to train: the run has 512 env steps and budget.env_steps=512; raise it"
+    assert expected in again.stdout + again.stderr
 
 
 CORRIDOR = '''
