@@ -22,7 +22,7 @@ import multiprocessing
 import os
 import signal
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import gymnasium
@@ -215,14 +215,17 @@ class GymnasiumPool:
         if mode == "sync":
             self.env = self._guard("creating its envs", SameStepEnvs, env_fns)
         else:
-            self.env = self._guard(
-                "starting its workers",
-                AsyncVectorEnv,
-                env_fns,
-                context=START_METHOD,
-                worker=_worker(),
-                autoreset_mode=AutoresetMode.SAME_STEP,
-            )
+            from envs.host_worker import worker
+
+            with _quiet_resource_tracker():
+                self.env = self._guard(
+                    "starting its workers",
+                    AsyncVectorEnv,
+                    env_fns,
+                    context=START_METHOD,
+                    worker=worker,
+                    autoreset_mode=AutoresetMode.SAME_STEP,
+                )
         _, self._obs = _observation(self.env.single_observation_space, name)
         _, self._act = _action(self.env.single_action_space, name)
         self._return = np.zeros(self.num_envs, np.float64)
@@ -338,20 +341,25 @@ class GymnasiumPool:
         return f"{self.name}: {what} raised {type(e).__name__}: {e}"
 
 
-# multiprocessing's resource tracker (a process of its own, started with the first async pool)
-# warns of the pools' semaphores when the run ends without closing them: a second Ctrl-C exits
-# at once, on purpose. The run's one line is the report; the tracker, which takes its warning
-# filters from the environment it starts with, is told to keep quiet about them.
 _QUIET_TRACKER = "ignore:resource_tracker:UserWarning"
 
 
-def _worker() -> Callable[..., None]:
-    from envs.host_worker import worker
-
-    filters = os.environ.get("PYTHONWARNINGS", "")
-    if _QUIET_TRACKER not in filters.split(","):
-        os.environ["PYTHONWARNINGS"] = ",".join(f for f in (filters, _QUIET_TRACKER) if f)
-    return worker
+@contextlib.contextmanager
+def _quiet_resource_tracker() -> Iterator[None]:
+    """multiprocessing's resource tracker (a process of its own, started with the first async
+    pool) warns of the pools' semaphores when the run ends without closing them: a second Ctrl-C
+    exits at once, on purpose, and the run's one line is the report. The tracker takes its
+    warning filters from the environment it starts with, so they are set while the pool starts
+    and given back after: the caller's environment is left as it was."""
+    before = os.environ.get("PYTHONWARNINGS")
+    os.environ["PYTHONWARNINGS"] = ",".join(f for f in (before, _QUIET_TRACKER) if f)
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["PYTHONWARNINGS"]
+        else:
+            os.environ["PYTHONWARNINGS"] = before
 
 
 def gymnasium_spec(cfg: HostEnvConfig, num_envs: int) -> tuple[EnvSpec, Callable[[], Any]]:

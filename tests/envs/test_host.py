@@ -366,9 +366,11 @@ def test_async_pool_worker_errors_and_deaths_surface_quickly():
 def test_an_env_error_is_named_even_when_its_worker_has_already_exited():
     """A worker exits right after relaying its env's exception; read after it has gone, the
     failure is still the env's, not a death (a race the test above once lost)."""
+    warning_filters = os.environ.get("PYTHONWARNINGS")
     pool = GymnasiumPool(
         [functools.partial(gymnasium.make, "CartPole-v1")] * 2, "async", name="gym/CartPole-v1"
     )
+    assert os.environ.get("PYTHONWARNINGS") == warning_filters  # given back once started
     try:
         for pipe in pool.env.parent_pipes:
             pipe.close()  # each worker's next read fails, and it exits
