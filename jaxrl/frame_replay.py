@@ -59,10 +59,6 @@ class FrameReplayState(NamedTuple):
         return self.steps.size
 
 
-def stack_size(state: FrameReplayState) -> int:
-    return state.stacks.shape[-1]
-
-
 def default_frame_capacity(capacity: int, num_envs: int, stack: int) -> int:
     """One frame per transition, 1/16 more for the reset stacks written at episode starts, and
     the frames a few steps of the whole env batch can write (`_slack`)."""

@@ -83,11 +83,6 @@ class Learner(NamedTuple):
     observe: Callable[[PyTree, Transition], PyTree] | None = None
 
 
-def to_env_actions(learner: Learner, actions: PyTree) -> Action:
-    """A batch of the learner's stored actions as the env takes them."""
-    return actions if learner.env_action is None else learner.env_action(actions)
-
-
 def random_stored_actions(learner: Learner, env: Env, key: Key) -> PyTree:
     """Uniformly random stored actions for `env`'s whole batch (the warm-up's)."""
     if learner.random_action is None:
