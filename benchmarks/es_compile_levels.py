@@ -54,13 +54,14 @@ def main() -> None:
     first_carry = jax.block_until_ready(trainer.init(keys, trainer.hyper))
     abstract = jax.eval_shape(trainer.init, keys, trainer.hyper)
     iterations = jax.ShapeDtypeStruct((), jnp.int32)
+    evaluate = jax.ShapeDtypeStruct((), jnp.bool_)
 
     compile_seconds: dict[str, list[float]] = {name: [] for name in LEVELS}
     compiled = {}
     for _ in range(args.repeats):
         for name, options in LEVELS.items():
             jax.clear_caches()  # else the same program at the same level is not compiled again
-            lowered = trainer.chunk.lower(abstract, trainer.hyper, iterations)
+            lowered = trainer.chunk.lower(abstract, trainer.hyper, iterations, evaluate)
             t = time.perf_counter()
             compiled[name] = lowered.compile(compiler_options=options)
             compile_seconds[name].append(time.perf_counter() - t)
@@ -72,7 +73,7 @@ def main() -> None:
             carry = jax.tree.map(jnp.copy, first_carry)  # the chunk takes its carry (donated)
             t = time.perf_counter()
             for _ in range(args.chunks):
-                carry, _ = chunk(carry, trainer.hyper, trainer.next_iterations(0))
+                carry, _ = chunk(carry, trainer.hyper, np.int32(trainer.eval_every), np.bool_(True))
             jax.block_until_ready(carry)
             best = min(best, time.perf_counter() - t)
         run_seconds[name], final[name] = best, jax.tree.leaves(keys_to_data(carry))

@@ -66,16 +66,17 @@ from jaxrl.loop import Trainer
 trainer = Trainer(compose(sys.argv[2:]))
 carry = trainer.init(trainer.run_keys(), trainer.hyper)
 one = jnp.asarray(1, jnp.int32)
+yes = jnp.asarray(True)
 start = time.perf_counter()
 # Compiled once for the carry's shapes, as the training loop does (a jit call would compile
 # again for the weak types a chunk's output carries).
-chunk = trainer.chunk.lower(carry, trainer.hyper, one).compile()
+chunk = trainer.chunk.lower(carry, trainer.hyper, one, yes).compile()
 compile_s = time.perf_counter() - start
-carry, _ = chunk(carry, trainer.hyper, one)  # untimed: the learning phase's warm-up
+carry, _ = chunk(carry, trainer.hyper, one, yes)  # untimed: the learning phase's warm-up
 times = []
 for _ in range(int(sys.argv[1])):
     start = time.perf_counter()
-    carry, _ = chunk(carry, trainer.hyper, one)
+    carry, _ = chunk(carry, trainer.hyper, one, yes)
     jax.block_until_ready(carry)
     times.append(time.perf_counter() - start)
 print(json.dumps({"compile": compile_s, "median": statistics.median(times)}))

@@ -97,14 +97,14 @@ def run_singles(num_seeds: int) -> tuple[Row, float]:
     t0 = time.perf_counter()
     carry = trainer.initial_carry()
     iterations = np.int32(EVAL_EVERY)  # train steps per chunk
-    compiled = trainer.chunk.lower(carry, trainer.hyper, iterations).compile()
+    compiled = trainer.chunk.lower(carry, trainer.hyper, iterations, np.bool_(True)).compile()
     compile_s = time.perf_counter() - t0
     run_s, finals = 0.0, []
     for seed in range(num_seeds):
         carry = trainer.init(make_key(seed)[None], trainer.hyper)
         t0 = time.perf_counter()
         for _ in range(UPDATES // EVAL_EVERY):
-            carry, out = compiled(carry, trainer.hyper, iterations)
+            carry, out = compiled(carry, trainer.hyper, iterations, np.bool_(True))
         out = jax.device_get(out)
         run_s += time.perf_counter() - t0
         finals.append(float(np.mean(out.eval_returns)))

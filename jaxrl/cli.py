@@ -364,6 +364,7 @@ RESUMABLE = (
     "log.tensorboard",
     "checkpoint.every",
     "checkpoint.min_seconds",
+    "checkpoint.call_seconds",
     "checkpoint.keep",
     "video",
 )

@@ -112,6 +112,10 @@ class CheckpointConfig:
     # (benchmarks/results/ppo_purejaxrl.md).
     every: int = 1
     min_seconds: float = 60.0
+    # An evaluation interval that would take longer runs as calls of the compiled program of
+    # about this many seconds of training: between them a stop signal is answered and, once
+    # `min_seconds` have passed, a checkpoint written (a whole Atari interval took 50 minutes).
+    call_seconds: float = 10.0
     keep: int = 2  # newest checkpoints kept on disk
     # False: checkpoints leave the replay buffers out (an Atari buffer is GBs); a resumed run then
     # refills its buffer with the current policy before it learns again.
@@ -122,6 +126,10 @@ class CheckpointConfig:
         require(
             math.isfinite(self.min_seconds) and self.min_seconds >= 0,
             f"checkpoint.min_seconds={self.min_seconds} must be a number of seconds >= 0",
+        )
+        require(
+            math.isfinite(self.call_seconds) and self.call_seconds > 0,
+            f"checkpoint.call_seconds={self.call_seconds} must be a number of seconds > 0",
         )
         require(self.keep >= 1, f"checkpoint.keep={self.keep} must be >= 1")
 

@@ -119,20 +119,25 @@ def is_primary() -> bool:
     return jax.process_index() == 0
 
 
-def agree(stop_signal: int | None, checkpoint_due: bool) -> tuple[int | None, bool]:
-    """(the signal to stop on, checkpoint now) as every process will act on it: stop if any
-    process was asked to (Ctrl-C reaches them at different moments; the signal of the lowest
-    process id that took one, so that all report and exit alike), checkpoint when process 0's
-    clock says so. One tiny all-gather; a run of one process takes its own answers without one."""
+def agree(
+    stop_signal: int | None, checkpoint_due: bool, call_size: int
+) -> tuple[int | None, bool, int]:
+    """(the signal to stop on, checkpoint now, iterations of the next call) as every process will
+    act on them: stop if any process was asked to (Ctrl-C reaches them at different moments; the
+    signal of the lowest process id that took one, so that all report and exit alike),
+    checkpoint and size the next call as process 0's clock says. One tiny all-gather; a run of
+    one process takes its own answers without one."""
     if not is_distributed():
-        return stop_signal, checkpoint_due
+        return stop_signal, checkpoint_due, call_size
     import numpy as np
     from jax.experimental import multihost_utils
 
     with collectives_fail_as_one_line():  # a peer that died while the others agree
-        votes = multihost_utils.process_allgather(np.array([stop_signal or 0, checkpoint_due]))
+        votes = multihost_utils.process_allgather(
+            np.array([stop_signal or 0, checkpoint_due, call_size])
+        )
     taken = votes[:, 0][votes[:, 0] > 0]
-    return (int(taken[0]) if taken.size else None), bool(votes[0, 1])
+    return (int(taken[0]) if taken.size else None), bool(votes[0, 1]), int(votes[0, 2])
 
 
 def on_every_host(tree: Any) -> Any:

@@ -169,13 +169,13 @@ class Trainer:
         # NaN stop falls back on the last checkpoint, not on the previous carry).
         if len(self.runs) == 1:
             self.chunk = jax.jit(
-                lambda carry, hp, iterations: _add_run_axis(
-                    self._chunk(_drop_run_axis(carry), _drop_run_axis(hp), iterations)
+                lambda carry, hp, iterations, evaluate: _add_run_axis(
+                    self._chunk(_drop_run_axis(carry), _drop_run_axis(hp), iterations, evaluate)
                 ),
                 donate_argnums=0,
             )
         else:
-            chunk = jax.vmap(self._chunk, in_axes=(0, 0, None), axis_name=parallel.RUN_AXIS)
+            chunk = jax.vmap(self._chunk, in_axes=(0, 0, None, None), axis_name=parallel.RUN_AXIS)
             if self.share_mesh is not None:
                 chunk = self._in_shares(chunk)
             self.chunk = jax.jit(chunk, donate_argnums=0, out_shardings=self.carry_sharding)
@@ -279,7 +279,7 @@ class Trainer:
         in_shares = jax.shard_map(
             chunk,
             mesh=self.share_mesh,
-            in_specs=(shares, shares, P()),
+            in_specs=(shares, shares, P(), P()),
             out_specs=shares,
             check_vma=False,  # the runs' collectives are vmap's, within a share
         )
@@ -287,10 +287,15 @@ class Trainer:
         if padding == 0:
             return in_shares
 
-        def padded(carry: Carry, hyperparameters: dict[str, Array], iterations: Array) -> Any:
+        def padded(
+            carry: Carry, hyperparameters: dict[str, Array], iterations: Array, evaluate: Array
+        ) -> Any:
             grow = lambda x: jnp.concatenate([x, *[x[-1:]] * padding])
             carry, out = in_shares(
-                jax.tree.map(grow, carry), jax.tree.map(grow, hyperparameters), iterations
+                jax.tree.map(grow, carry),
+                jax.tree.map(grow, hyperparameters),
+                iterations,
+                evaluate,
             )
             return jax.tree.map(lambda x: x[:num_runs], (carry, out))
 
@@ -338,16 +343,6 @@ class Trainer:
             return 1
         return max(1, math.ceil(self.budget / per_iteration / self.cfg.eval.per_run))
 
-    def next_iterations(self, env_steps: list[int]) -> int:
-        """Train steps for the next chunk. An agent whose iterations all take the same env steps
-        stops exactly at the first iteration that reaches the budget; the others (whole
-        episodes) stop there too, each seed on its own, by the check inside the chunk."""
-        per_iteration = self.agent.steps_per_iteration
-        if per_iteration is None:
-            return self.eval_every
-        remaining = math.ceil((self.budget - min(env_steps)) / per_iteration)
-        return max(1, min(self.eval_every, remaining))
-
     def _init(self, key: Key, hyperparameters: dict[str, Array]) -> Carry:
         agent_key, env_key, loop_key = jax.random.split(key, 3)
         return Carry(
@@ -358,11 +353,13 @@ class Trainer:
         )
 
     def _chunk(
-        self, carry: Carry, hyperparameters: dict[str, Array], iterations: Array
+        self, carry: Carry, hyperparameters: dict[str, Array], iterations: Array, evaluate: Array
     ) -> tuple[Carry, ChunkOutput]:
         """Up to `iterations` train steps, fewer once the run's budget is reached, then one
-        evaluation. A `while_loop`, not a scan, so that each run stops at its own budget: under
-        vmap a run that is done is carried unchanged while the others go on."""
+        evaluation if `evaluate` (the loop runs an evaluation interval that takes long as
+        several calls, the last one evaluating: `checkpoint.call_seconds`). A `while_loop`, not
+        a scan, so that each run stops at its own budget: under vmap a run that is done is
+        carried unchanged while the others go on."""
         agent = self.agent_for(hyperparameters)
         # Jitted so that its trace for the metrics' shapes is the one the loop's body reuses
         # (jit caches it): the train step, the largest part of a program, is traced once.
@@ -391,13 +388,23 @@ class Trainer:
         # Runs that stop at their own budget make the predicate batched under vmap: `while_each`.
         loop = jax.lax.while_loop if fixed_steps else while_each
         ran, carry, metrics = loop(running, body, (jnp.zeros((), jnp.int32), carry, metrics))
-        key, eval_key = jax.random.split(carry.key)
-        episodes = self.evaluate(agent, carry.agent_state, eval_key)
+
+        def evaluated(key: Key) -> tuple[Key, Array, Array | None]:
+            key, eval_key = jax.random.split(key)
+            episodes = self.evaluate(agent, carry.agent_state, eval_key)
+            return key, episodes.returns, episodes.successes
+
+        # A call that does not evaluate leaves the key as it was: the pieces of an interval draw
+        # the numbers that one call over the whole interval draws.
+        none = jax.tree.map(jnp.zeros_like, jax.eval_shape(evaluated, carry.key)[1:])
+        key, returns, successes = jax.lax.cond(
+            evaluate, evaluated, lambda key: (key, *none), carry.key
+        )
         finite = jnp.all(jnp.isfinite(agent.params(carry.agent_state)))
-        finite &= jnp.all(jnp.isfinite(episodes.returns))
+        finite &= jnp.all(jnp.isfinite(returns))
         for value in metrics.values():
             finite &= jnp.all(jnp.isfinite(value))
-        output = ChunkOutput(metrics, ran, episodes.returns, finite, episodes.successes)
+        output = ChunkOutput(metrics, ran, returns, finite, successes)
         return carry._replace(key=key), output
 
     def evaluate(self, agent: Agent, agent_state: Any, key: Key) -> Episodes:
@@ -432,6 +439,10 @@ class Progress:
     run_seconds: float = 0.0
     # The last evaluation's share of episodes that ended in success (envs that report success).
     final_success_rate: list[float] = field(default_factory=list)
+    # Where the evaluation interval stands: iterations since the last evaluation (the most any
+    # run ran), and the runs that trained since theirs (a checkpoint may fall between).
+    since_eval: int = 0
+    pending_eval: list[bool] = field(default_factory=list)
 
     @classmethod
     def start(cls, num_runs: int) -> Progress:
@@ -443,7 +454,17 @@ class Progress:
             [math.nan] * num_runs,
             [-math.inf] * num_runs,
             final_success_rate=[math.nan] * num_runs,
+            pending_eval=[False] * num_runs,
         )
+
+    @classmethod
+    def restored(cls, saved: dict[str, Any]) -> Progress:
+        """The progress a checkpoint holds; one written before `since_eval` and `pending_eval`
+        existed was written at an evaluation, with nothing pending."""
+        progress = cls(**saved)
+        if len(progress.pending_eval) != len(progress.iterations):
+            progress.pending_eval = [False] * len(progress.iterations)
+        return progress
 
 
 @dataclass
@@ -455,8 +476,9 @@ class RunResult:
     # "completed", "interrupted", "nan" or "failed" (a write failed, memory ran out: then the
     # carry is gone, the last checkpoint holds the run)
     status: str
-    # The run's compiled `trainer.chunk` (carry, hyper, int32 iterations): more iterations from
-    # `carry` without compiling again (calling `trainer.chunk` traces and compiles anew).
+    # The run's compiled `trainer.chunk` (carry, hyper, int32 iterations, bool evaluate): more
+    # iterations from `carry` without compiling again (calling `trainer.chunk` traces and
+    # compiles anew).
     compiled_chunk: jax.stages.Compiled
     stop_signal: int | None = None  # the signal that stopped an interrupted run
 
@@ -474,6 +496,10 @@ class OutOfMemory(Exception):
     """XLA could not allocate what a chunk needs, after the checks before the run had passed
     (the memory was there then): the run fails with its last checkpoint kept."""
 
+
+# Between the calls of an interval a checkpoint waits for this many times as long as the last
+# one took to write: saving a replay buffer of GBs takes at most that share of the run.
+SAVE_SHARE = 10.0
 
 # What sizes the memory a training program needs beyond its state.
 LOWER_MEMORY = (
@@ -565,10 +591,13 @@ def _train(
         t0 = time.perf_counter()
         keys = trainer.run_keys()
         iterations = jax.ShapeDtypeStruct((), jnp.int32)
+        evaluate = jax.ShapeDtypeStruct((), jnp.bool_)
 
         def compile_chunk(abstract: Any) -> tuple[Any, float]:
             with out_of_memory_as(ConfigError, "compiling the training program"):
-                compiled = trainer.chunk.lower(abstract, trainer.hyper, iterations).compile()
+                compiled = trainer.chunk.lower(
+                    abstract, trainer.hyper, iterations, evaluate
+                ).compile()
             trainer.refuse_a_program_larger_than_memory(compiled)
             return compiled, time.perf_counter()
 
@@ -598,11 +627,16 @@ def _train(
         )
         closing.callback(ckpt.close)
 
+        unsaved = False  # progress since the last checkpoint (or the restored one)
+        save_seconds = 0.0  # how long the last checkpoint took to write
+
         def checkpoint() -> None:
-            nonlocal saved_iteration, saved_at
+            nonlocal saved_iteration, saved_at, unsaved, save_seconds
+            t_save = time.monotonic()
             with distributed.collectives_fail_as_one_line():
                 ckpt.save(progress.iteration, carry, {"progress": progress.__dict__})
-            saved_iteration, saved_at = progress.iteration, time.monotonic()
+            saved_iteration, saved_at, unsaved = progress.iteration, time.monotonic(), False
+            save_seconds = saved_at - t_save
             stop.kept = (
                 f"the checkpoint of iteration {saved_iteration} is kept; "
                 f"continue with resume={run_dir}"
@@ -620,7 +654,7 @@ def _train(
                 save_config(cfg, run_dir, trainer.env.spec)
             if host_steps:  # a handle to this process's pools: fresh episodes
                 carry = carry._replace(env_state=fresh_env_state)
-            progress = Progress(**meta["progress"])
+            progress = Progress.restored(meta["progress"])
             saved_iteration = progress.iteration
             display.message(f"resumed from iteration {progress.iteration} in {run_dir}")
             if _budget_reached(cfg, runs, progress):
@@ -647,7 +681,9 @@ def _train(
         closing.callback(logger.close)
 
         status = "completed"
-        chunks_done = 0
+        evaluations = 0
+        seconds_per_iteration: float | None = None  # the last call's: sizes the next
+        last_trained: ChunkOutput | None = None  # the last call that trained: the progress line
         # The chunks run in a thread of their own while this one waits in Python, where a second
         # Ctrl-C is handled at once: a program with host callbacks (Atari, Gymnasium) holds the
         # thread that calls it in XLA until it returns, which kept signal handlers waiting for
@@ -660,23 +696,28 @@ def _train(
         try:
             if saved_iteration is None:  # a fresh run's first: even one that fails at once has one
                 checkpoint()
-            # Every process makes the same calls: a stop that any of them was asked for is theirs.
-            agreed_stop, _ = distributed.agree(stop.signal_taken, False)
-            while not _budget_reached(cfg, runs, progress) and agreed_stop is None:
-                t_chunk = time.perf_counter()
+            # Every process makes the same calls: a stop that any of them was asked for is theirs,
+            # and the next call's size is process 0's.
+            agreed_stop, _, size = distributed.agree(stop.signal_taken, False, 1)
+            while agreed_stop is None:
+                budget_reached = _budget_reached(cfg, runs, progress)
+                if budget_reached and not any(progress.pending_eval):
+                    break
+                # A run whose budget ended inside an interval that was not evaluated yet (runs of
+                # whole episodes) gets its evaluation from a call that trains nothing.
+                rest = _interval_rest(trainer, progress)
+                iterations, evaluate = (0, True) if budget_reached else (size, size == rest)
+                t_call = time.perf_counter()
                 with (
                     host_errors(),
                     distributed.collectives_fail_as_one_line(),
                     out_of_memory_as(OutOfMemory, f"running iteration {progress.iteration + 1}"),
                 ):
                     new_carry, out = chunk_thread.submit(
-                        _run_chunk,
-                        compiled,
-                        carry,
-                        trainer.hyper,
-                        trainer.next_iterations(progress.env_steps),
+                        _run_chunk, compiled, carry, trainer.hyper, iterations, evaluate
                     ).result()
-                progress.run_seconds += time.perf_counter() - t_chunk
+                call_seconds = time.perf_counter() - t_call
+                progress.run_seconds += call_seconds
                 if not np.all(out.finite):
                     carry = new_carry  # the previous carry was donated to the chunk
                     bad = [
@@ -693,33 +734,57 @@ def _train(
                     status = "nan"
                     break
                 carry = new_carry
-                _record(progress, out, logger, compile_seconds)
-                display.update(min(progress.env_steps), _progress_line(trainer, progress, out))
-                if progress_fn is not None:
-                    progress_fn(
-                        {
-                            "iteration": progress.iteration,
-                            "env_steps": min(progress.env_steps),
-                            "eval_return": float(np.mean(progress.final_eval)),
-                            "eval_returns": list(progress.final_eval),  # per run
-                        }
+                unsaved = True
+                if int(np.max(out.iterations)) > 0:
+                    seconds_per_iteration = call_seconds / int(np.max(out.iterations))
+                    last_trained = out
+                _record(progress, out, logger, compile_seconds, evaluate)
+                if last_trained is not None:
+                    line = _progress_line(trainer, progress, last_trained)
+                    display.update(min(progress.env_steps), line)
+                since_saved = time.monotonic() - saved_at
+                if evaluate:
+                    evaluations += 1
+                    due = (
+                        evaluations % cfg.checkpoint.every == 0
+                        and since_saved >= cfg.checkpoint.min_seconds
                     )
-                chunks_done += 1
-                agreed_stop, due = distributed.agree(
-                    stop.signal_taken, time.monotonic() - saved_at >= cfg.checkpoint.min_seconds
+                    if progress_fn is not None:
+                        progress_fn(
+                            {
+                                "iteration": progress.iteration,
+                                "env_steps": min(progress.env_steps),
+                                "eval_return": float(np.mean(progress.final_eval)),
+                                "eval_returns": list(progress.final_eval),  # per run
+                            }
+                        )
+                else:  # inside a long interval: after `min_seconds`, if saving is cheap enough
+                    due = since_saved >= max(
+                        cfg.checkpoint.min_seconds,
+                        cfg.checkpoint.call_seconds,
+                        SAVE_SHARE * save_seconds,
+                    )
+                agreed_stop, due, size = distributed.agree(
+                    stop.signal_taken,
+                    due,
+                    _call_size(
+                        _interval_rest(trainer, progress),
+                        seconds_per_iteration,
+                        cfg.checkpoint.call_seconds,
+                    ),
                 )
-                if agreed_stop is not None or (chunks_done % cfg.checkpoint.every == 0 and due):
+                if agreed_stop is not None or due:
                     checkpoint()
             if agreed_stop is not None and status == "completed":
                 stop.stopped_elsewhere(agreed_stop)
                 status = "interrupted"
-                if saved_iteration != progress.iteration:
+                if unsaved:
                     checkpoint()
                 display.message(
                     f"{stop.reason}: checkpoint at iteration {progress.iteration} in "
                     f"{ckpt.directory}; continue with resume={run_dir}"
                 )
-            elif status == "completed" and saved_iteration != progress.iteration:
+            elif status == "completed" and unsaved:
                 checkpoint()
         except (CheckpointError, OSError, distributed.DistributedError, OutOfMemory) as e:
             # a full disk, a directory that went read-only, another process that stopped, memory
@@ -750,11 +815,35 @@ def _train(
 
 
 def _run_chunk(
-    compiled: jax.stages.Compiled, carry: Carry, hyperparameters: dict[str, Array], iterations: int
+    compiled: jax.stages.Compiled,
+    carry: Carry,
+    hyperparameters: dict[str, Array],
+    iterations: int,
+    evaluate: bool,
 ) -> tuple[Carry, ChunkOutput]:
-    """One chunk, its outputs fetched (the carry stays on its devices)."""
-    new_carry, out = compiled(carry, hyperparameters, iterations)
+    """One call of the chunk, its outputs fetched (the carry stays on its devices)."""
+    new_carry, out = compiled(carry, hyperparameters, np.int32(iterations), np.bool_(evaluate))
     return new_carry, jax.device_get(out)
+
+
+def _interval_rest(trainer: Trainer, progress: Progress) -> int:
+    """Iterations to the next evaluation: the rest of the interval, or of the budget where
+    iterations take a fixed number of env steps (a run of whole episodes stops at its budget
+    inside the chunk, each run on its own)."""
+    rest = max(1, trainer.eval_every - progress.since_eval)
+    per_iteration = trainer.agent.steps_per_iteration
+    if per_iteration is None:
+        return rest
+    remaining = math.ceil((trainer.budget - min(progress.env_steps)) / per_iteration)
+    return max(1, min(rest, remaining))
+
+
+def _call_size(rest: int, seconds_per_iteration: float | None, call_seconds: float) -> int:
+    """Iterations for the next call: the interval's `rest`, cut to about `call_seconds` of
+    training; a single one while no iteration has been timed (the first call times it)."""
+    if seconds_per_iteration is None:
+        return 1
+    return max(1, min(rest, int(call_seconds / max(seconds_per_iteration, 1e-9))))
 
 
 def _budget_reached(cfg: RunConfig, runs: list[Run], progress: Progress) -> bool:
@@ -790,22 +879,34 @@ def _mean_per_point(runs: list[Run], values: list[float]) -> dict[int | None, fl
     return {point: float(np.mean(v)) for point, v in groups.items()}
 
 
-def _record(progress: Progress, out: ChunkOutput, logger: RunLogger, compile_s: float) -> None:
-    """Host totals and logs of the iterations each run ran in this chunk (none for a run that
-    had reached its budget before it)."""
+def _record(
+    progress: Progress, out: ChunkOutput, logger: RunLogger, compile_s: float, evaluated: bool
+) -> None:
+    """Host totals and logs of the iterations each run ran in this call (none for a run that
+    had reached its budget before it), and if it `evaluated`, the evaluation of each run that
+    trained since its last one."""
     ran = np.asarray(out.iterations, np.int64)  # [runs]
     steps = np.asarray(out.metrics["env_steps"], np.int64)  # [runs, trainer.eval_every]
     computed = np.asarray(out.metrics.get("env_steps_computed", steps), np.int64)
     cumulative = np.asarray(progress.env_steps, np.int64)[:, None] + np.cumsum(steps, axis=1)
     logger.log_iterations(out.metrics, cumulative, ran)
     progress.iteration += int(ran.max())
-    rows = {}
+    progress.since_eval += int(ran.max())
     for i in range(len(ran)):
         if ran[i] == 0:
             continue
         progress.iterations[i] += int(ran[i])
         progress.env_steps[i] = int(cumulative[i, ran[i] - 1])
         progress.env_steps_computed[i] += int(computed[i, : ran[i]].sum())
+        progress.pending_eval[i] = True
+    if not evaluated:
+        return
+    progress.since_eval = 0
+    rows = {}
+    for i in range(len(ran)):
+        if not progress.pending_eval[i]:
+            continue
+        progress.pending_eval[i] = False
         ret = float(np.mean(out.eval_returns[i]))
         progress.final_eval[i] = ret
         progress.best_eval[i] = max(progress.best_eval[i], ret)

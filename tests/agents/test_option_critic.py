@@ -426,7 +426,7 @@ def test_every_hyperparameter_reaches_the_deep_program():
     overrides = ["agent=option_critic", "agent.network=deep", "agent.hidden_sizes=[8]"]
     trainer = Trainer(compose([*overrides, "env=CartPole-v1", *grid, "eval.episodes=2"]))
     carry = jax.eval_shape(trainer.init, trainer.run_keys(), trainer.hyper)
-    chunk = jax.make_jaxpr(trainer.chunk)(carry, trainer.hyper, jnp.int32(1))
+    chunk = jax.make_jaxpr(trainer.chunk)(carry, trainer.hyper, jnp.int32(1), True)
     _, used = pe.dce_jaxpr(chunk.jaxpr, [True] * len(chunk.jaxpr.outvars))
     first = len(jax.tree.leaves(carry))
     names = sorted(trainer.hyper)

@@ -234,5 +234,10 @@ def test_the_chunk_traces_the_update_once(monkeypatch):
     )
     trainer = Trainer(compose(["agent=td3", "env=Pendulum-v1", "num_seeds=2"]))
     carry = jax.eval_shape(trainer.init, trainer.run_keys(), trainer.hyper)
-    trainer.chunk.trace(carry, trainer.hyper, jax.ShapeDtypeStruct((), jnp.int32))
+    trainer.chunk.trace(
+        carry,
+        trainer.hyper,
+        jax.ShapeDtypeStruct((), jnp.int32),
+        jax.ShapeDtypeStruct((), jnp.bool_),
+    )
     assert len(traced) == 1

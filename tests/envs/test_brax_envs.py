@@ -265,7 +265,7 @@ def test_es_runs_on_a_brax_env(tmp_path: Path):
     # One more generation with the run's compiled chunk (the step count rewound below the budget
     # of 1).
     rewound = result.carry._replace(env_steps=result.carry.env_steps * 0)
-    _, out = result.compiled_chunk(rewound, result.trainer.hyper, np.int32(2))
+    _, out = result.compiled_chunk(rewound, result.trainer.hyper, np.int32(2), np.bool_(True))
     assert out.iterations.tolist() == [1]  # [seeds]: the budget stops it after one
     metrics = {name: np.asarray(values)[:, 0] for name, values in out.metrics.items()}
     for name in ("fitness_mean", "fitness_max", "fitness_min"):

@@ -133,7 +133,7 @@ def test_the_success_rate_reaches_evals_csv_summary_and_the_progress_line(tmp_pa
         finite=np.array([True, True]),
         eval_successes=np.array([[True, False, False, False], [True, True, True, False]]),
     )
-    _record(progress, out, logger, 0.0)
+    _record(progress, out, logger, 0.0, True)
     logger.close()
     with open(tmp_path / "evals.csv", newline="") as f:
         rows = list(csv.DictReader(f))

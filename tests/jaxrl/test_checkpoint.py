@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from cli_helpers import TINY_ES, read_evals
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 import envs
@@ -127,7 +128,7 @@ def test_a_chunk_reuses_the_carry_it_was_given() -> None:
             compose(["agent=dqn", "agent.buffer_size=1000", "eval.every=1", f"num_seeds={seeds}"])
         )
         carry = trainer.initial_carry()
-        new_carry, _ = trainer.chunk(carry, trainer.hyper, 1)
+        new_carry, _ = trainer.chunk(carry, trainer.hyper, 1, True)
         assert all(leaf.is_deleted() for leaf in jax.tree.leaves(carry.agent_state.buffer))
         assert not any(leaf.is_deleted() for leaf in jax.tree.leaves(new_carry))
 
@@ -194,3 +195,41 @@ def test_a_failed_write_names_the_operating_systems_reason_in_every_wording() ->
     full = "No space left on device"
     assert _os_reason(OSError(28, full)) == f"{full} (errno 28)"
     assert _os_reason(RuntimeError("first line\nsecond")) == "first line"
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ("agent=ppo", "agent.num_steps=32", "agent.num_minibatches=2", "budget.env_steps=2048"),
+        ("agent=es", *TINY_ES, "num_seeds=2", "budget.env_steps=8000"),
+    ],
+    ids=["ppo", "es"],
+)
+def test_an_interval_run_as_many_calls_gives_the_numbers_of_one_call(
+    tmp_path: Path, overrides: tuple[str, ...]
+) -> None:
+    """A tiny `checkpoint.call_seconds`: every call of the compiled program trains one iteration
+    and only the interval's last evaluates. Parameters and evaluations equal those of one call
+    per interval, for iterations of fixed env steps (PPO, 16 iterations in intervals of 5) and
+    for whole episodes, where each seed stops at its own budget inside an interval and is
+    evaluated when the interval ends (ES, 2 seeds)."""
+    import jaxrl
+
+    common = (*overrides, "eval.every=5", "log.progress=false", "log.tensorboard=false")
+    results = {}
+    for name, call_seconds in (("one call", 10.0), ("many calls", 1e-9)):
+        run_dir = tmp_path / name.replace(" ", "_")
+        result = jaxrl.train(*common, f"checkpoint.call_seconds={call_seconds}", run_dir=run_dir)
+        rows = [
+            {k: v for k, v in row.items() if k != "elapsed_seconds"} for row in read_evals(run_dir)
+        ]
+        results[name] = result, rows
+    (one, one_rows), (many, many_rows) = results["one call"], results["many calls"]
+    assert one.status == many.status == "completed"
+    assert many_rows == one_rows and len(one_rows) >= 4
+    steps = {row["seed"]: int(row["env_steps"]) for row in one_rows}
+    assert min(steps.values()) >= one.trainer.budget  # each seed's last row: at its budget
+    for got, want in zip(
+        jax.tree.leaves(many.carry.agent_state), jax.tree.leaves(one.carry.agent_state), strict=True
+    ):
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))

@@ -76,7 +76,7 @@ def test_every_hyperparameter_reaches_the_compiled_program(name):
     keys = trainer.run_keys()
     carry = jax.eval_shape(trainer.init, keys, trainer.hyper)
     init = jax.make_jaxpr(trainer.init)(keys, trainer.hyper)
-    chunk = jax.make_jaxpr(trainer.chunk)(carry, trainer.hyper, jnp.int32(1))
+    chunk = jax.make_jaxpr(trainer.chunk)(carry, trainer.hyper, jnp.int32(1), True)
     names = sorted(trainer.hyper)  # a dict's leaves, in the order they are flattened
     used = set()
     for program, first in ((init, 1), (chunk, len(jax.tree.leaves(carry)))):

@@ -31,6 +31,7 @@ from cli_helpers import (
     tensorboard_events,
     wait_for_evals,
 )
+from trees import tree_equal
 
 
 def assert_one_error_line(result: subprocess.CompletedProcess, code: int, start: str) -> None:
@@ -118,6 +119,11 @@ BAD_INPUT: list[tuple[str, tuple[str, ...], str]] = [
         "checkpoint-min-seconds-negative",
         ("checkpoint.min_seconds=-1",),
         "error: checkpoint.min_seconds=-1.0 must be a number of seconds >= 0",
+    ),
+    (
+        "checkpoint-call-seconds-zero",
+        ("checkpoint.call_seconds=0",),
+        "error: checkpoint.call_seconds=0.0 must be a number of seconds > 0",
     ),
     ("checkpoint-keep-zero", ("checkpoint.keep=0",), "error: checkpoint.keep=0 must be >= 1"),
     ("no-envs", ("env.num_envs=0",), "error: env.num_envs=0 must be >= 1"),
@@ -533,6 +539,56 @@ def test_ctrl_c_checkpoints_and_resume_continues_with_a_new_budget(
     assert json.loads((run_dir / "config.json").read_text())["budget"]["env_steps"] == budget
     iterations = [int(r["iteration"]) for r in read_evals(run_dir)]
     assert iterations == sorted(set(iterations)) and iterations[-1] == summary["iterations"]
+
+
+def test_sigterm_inside_a_long_evaluation_interval_stops_after_one_call(tmp_path: Path) -> None:
+    """An evaluation interval longer than `checkpoint.call_seconds` runs as calls of about that
+    long (before, as one: a SIGTERM with its 30-second grace, or a kill -9, lost up to a whole
+    interval, 50 minutes of Pong): SIGTERM is answered after the call in flight with a
+    checkpoint inside the interval, and checkpoints come between calls once `min_seconds` have
+    passed. Resumed, the run ends with the parameters and the evaluation of the run left
+    alone."""
+    import jaxrl
+
+    iterations = 3000  # of 4 envs x 32 steps; one evaluation, at the budget
+    common = (
+        *QUICK_PPO,
+        f"budget.env_steps={iterations * 128}",
+        "eval.every=100000",
+        "log.progress=false",
+        "log.tensorboard=false",
+    )
+    run_dir = tmp_path / "run"
+    proc = start(
+        *common, "checkpoint.call_seconds=0.2", "checkpoint.min_seconds=0", f"log.dir={run_dir}"
+    )
+    deadline = time.monotonic() + 240
+    saved: list[int] = []
+    while max(saved, default=0) == 0 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+        if (run_dir / "checkpoints").is_dir():
+            saved = [int(p.name) for p in (run_dir / "checkpoints").iterdir() if p.name.isdigit()]
+    assert max(saved, default=0) > 0, "no checkpoint inside the interval"
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 143, stderr
+    lines = error_lines(stderr)
+    assert len(lines) == 1 and lines[0].startswith("stopped by SIGTERM: checkpoint at iteration ")
+    stopped_at = int(lines[0].split("checkpoint at iteration ")[1].split()[0])
+    assert 0 < stopped_at < iterations, stderr
+    assert read_evals(run_dir) == []  # the interval's evaluation is still to come
+
+    resumed = cli(f"resume={run_dir}", "log.progress=false")
+    assert resumed.returncode == 0, resumed.stderr
+    alone = tmp_path / "alone"
+    assert cli(*common, f"log.dir={alone}").returncode == 0
+    rows = {
+        name: [{k: v for k, v in r.items() if k != "elapsed_seconds"} for r in read_evals(d)]
+        for name, d in (("resumed", run_dir), ("alone", alone))
+    }
+    assert rows["resumed"] == rows["alone"] and len(rows["alone"]) == 1
+    assert int(rows["alone"][0]["iteration"]) == iterations
+    assert tree_equal(jaxrl.load(run_dir).params, jaxrl.load(alone).params)
 
 
 def test_second_ctrl_c_stops_at_once_and_keeps_the_last_checkpoint(tmp_path: Path) -> None:
