@@ -936,9 +936,12 @@ def _progress_line(trainer: Trainer, progress: Progress, out: ChunkOutput) -> st
         values = np.asarray(out.metrics[name])
         latest = values[np.arange(len(last)), last][np.asarray(out.iterations) > 0]
         parts.append(f"{name} {float(np.mean(latest)):.1f}")
-    parts.append(f"eval {np.mean(progress.final_eval):.1f}")
-    if trainer.env.spec.reports_success:
-        parts.append(f"success {np.mean(progress.final_success_rate):.0%}")
+    if np.all(np.isnan(progress.final_eval)):  # a long first interval, before its evaluation
+        parts.append("eval n/a")
+    else:
+        parts.append(f"eval {np.mean(progress.final_eval):.1f}")
+        if trainer.env.spec.reports_success:
+            parts.append(f"success {np.mean(progress.final_success_rate):.0%}")
     if trainer.points:
         per_point = _mean_per_point(trainer.runs, progress.final_eval)
         best = max(per_point, key=lambda p: per_point[p])

@@ -120,8 +120,10 @@ def test_hard_move_successes_are_the_episodes_that_reach_the_target() -> None:
 
 
 def test_the_success_rate_reaches_evals_csv_summary_and_the_progress_line(tmp_path) -> None:
-    """Two seeds' evaluations of 4 episodes: each row of evals.csv has the share of its episodes
-    that succeeded; summary.json the last one per seed and their mean."""
+    """Two seeds' evaluations of 4 episodes, made by a call that trains nothing after one that
+    trained without evaluating (the end of a long interval whose seeds' budgets ran out): each row
+    of evals.csv has the share of its episodes that succeeded; summary.json the last one per seed
+    and their mean; the progress line says n/a until the first evaluation."""
     spec = envs.make(EnvConfig(id="Platform-v0")).spec
     runs = [Run(0, None), Run(1, None)]
     logger = RunLogger(tmp_path, [r.columns([]) for r in runs], ["a", "b"], False, None, True)
@@ -133,11 +135,6 @@ def test_the_success_rate_reaches_evals_csv_summary_and_the_progress_line(tmp_pa
         finite=np.array([True, True]),
         eval_successes=np.array([[True, False, False, False], [True, True, True, False]]),
     )
-    _record(progress, out, logger, 0.0, True)
-    logger.close()
-    with open(tmp_path / "evals.csv", newline="") as f:
-        rows = list(csv.DictReader(f))
-    assert [float(r["eval_success_rate"]) for r in rows] == [0.25, 0.75]
     trainer = SimpleNamespace(
         runs=runs,
         points=[],
@@ -146,6 +143,15 @@ def test_the_success_rate_reaches_evals_csv_summary_and_the_progress_line(tmp_pa
         progress_metrics=(),
         share_mesh=None,
     )
+    # A call inside a long interval trains without evaluating: no row, no return or success yet.
+    _record(progress, out, logger, 0.0, False)
+    line = _progress_line(trainer, progress, out)
+    assert "eval n/a" in line and "success" not in line and progress.pending_eval == [True, True]
+    _record(progress, out._replace(iterations=np.array([0, 0])), logger, 0.0, True)
+    logger.close()
+    with open(tmp_path / "evals.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert [float(r["eval_success_rate"]) for r in rows] == [0.25, 0.75]
     cfg = SimpleNamespace(agent=SimpleNamespace(name="dqn"), env=EnvConfig(spec.name), num_seeds=2)
     summary = json.loads(json.dumps(_summary(cfg, trainer, progress, 0.0, "completed")))
     assert summary["final_eval_success_rate"] == 0.5
