@@ -197,6 +197,10 @@ class Agent(NamedTuple):
     # Env steps every `train_step` counts, when that is fixed (a rollout of num_steps × envs);
     # None where it varies (whole episodes: ES, ERL, REINFORCE).
     steps_per_iteration: int | None = None
+    # Env steps after which iterations cost more (an off-policy agent's random warm-up ends and
+    # updates begin), or None: the training loop times its calls afresh from there, since a call
+    # is sized by the last one's seconds per iteration (`checkpoint.call_seconds`).
+    slower_from: int | None = None
     # The agent's critic in the env's units, for imitation learners that take it as the expert's
     # cost-to-go (jaxrl/imitation.py); None where the agent has none of that kind.
     # (state, batched obs, batched env actions) -> Q(s, a), the minimum over twin critics:

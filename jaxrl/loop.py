@@ -707,6 +707,7 @@ def _train(
                 # whole episodes) gets its evaluation from a call that trains nothing.
                 rest = _interval_rest(trainer, progress)
                 iterations, evaluate = (0, True) if budget_reached else (size, size == rest)
+                before_slower = _until_slower(trainer, progress) is not None
                 t_call = time.perf_counter()
                 with (
                     host_errors(),
@@ -739,6 +740,8 @@ def _train(
                     seconds_per_iteration = call_seconds / int(np.max(out.iterations))
                     last_trained = out
                 _record(progress, out, logger, compile_seconds, evaluate)
+                if before_slower and _until_slower(trainer, progress) is None:
+                    seconds_per_iteration = None  # slower iterations from here: timed afresh
                 if last_trained is not None:
                     line = _progress_line(trainer, progress, last_trained)
                     display.update(min(progress.env_steps), line)
@@ -769,6 +772,7 @@ def _train(
                     due,
                     _call_size(
                         _interval_rest(trainer, progress),
+                        _until_slower(trainer, progress),
                         seconds_per_iteration,
                         cfg.checkpoint.call_seconds,
                     ),
@@ -838,12 +842,28 @@ def _interval_rest(trainer: Trainer, progress: Progress) -> int:
     return max(1, min(rest, remaining))
 
 
-def _call_size(rest: int, seconds_per_iteration: float | None, call_seconds: float) -> int:
+def _until_slower(trainer: Trainer, progress: Progress) -> int | None:
+    """Iterations before the agent's iterations turn slower (`Agent.slower_from`), or None where
+    that is past or unknown: a call ends there and the next is timed afresh."""
+    slower_from, per_iteration = trainer.agent.slower_from, trainer.agent.steps_per_iteration
+    steps = min(progress.env_steps)
+    if slower_from is None or per_iteration is None or steps >= slower_from:
+        return None
+    return math.ceil((slower_from - steps) / per_iteration)
+
+
+def _call_size(
+    rest: int, until_slower: int | None, seconds_per_iteration: float | None, call_seconds: float
+) -> int:
     """Iterations for the next call: the interval's `rest`, cut to about `call_seconds` of
-    training; a single one while no iteration has been timed (the first call times it)."""
+    training and at the iteration from which iterations turn slower; a single one while no
+    iteration has been timed (the first call times it)."""
     if seconds_per_iteration is None:
         return 1
-    return max(1, min(rest, int(call_seconds / max(seconds_per_iteration, 1e-9))))
+    size = min(rest, int(call_seconds / max(seconds_per_iteration, 1e-9)))
+    if until_slower is not None:
+        size = min(size, until_slower)
+    return max(1, size)
 
 
 def _budget_reached(cfg: RunConfig, runs: list[Run], progress: Progress) -> bool:

@@ -597,6 +597,7 @@ def off_policy_agent(setup: OffPolicySetup) -> Agent:
             [jnp.ravel(x) for x in jax.tree.leaves(learner.params(state.learner))]
         ),
         steps_per_iteration=cfg.iteration_steps,
+        slower_from=setup.learn_after,
         action_value=None
         if learner.action_value is None
         else lambda state, obs, action: learner.action_value(state.learner, obs, action),

@@ -4,6 +4,7 @@ restore gives back, and that an off-policy learner waits for its buffer to refil
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -233,3 +234,42 @@ def test_an_interval_run_as_many_calls_gives_the_numbers_of_one_call(
         jax.tree.leaves(many.carry.agent_state), jax.tree.leaves(one.carry.agent_state), strict=True
     ):
         np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+
+
+def test_calls_are_timed_afresh_where_an_off_policy_warm_up_ends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DQN, 1,024 env steps an iteration, updates from 4,096 (`learn_after`), intervals of 8
+    iterations, calls of up to 1,000 s: a first call of one iteration times them, the next ends
+    where the warm-up does (iteration 4), one iteration times the slower ones, and the rest of
+    the interval is one call; the next interval is one call. Only each interval's last call
+    evaluates."""
+    import jaxrl
+    from jaxrl import loop
+
+    calls: list[tuple[int, bool]] = []
+    run_chunk = loop._run_chunk
+
+    def recorded(*args: Any) -> Any:  # (compiled, carry, hyperparameters, iterations, evaluate)
+        calls.append(args[3:])
+        return run_chunk(*args)
+
+    monkeypatch.setattr(loop, "_run_chunk", recorded)
+    result = jaxrl.train(
+        "agent=dqn",
+        "agent.learning_starts=4096",
+        "budget.env_steps=16384",
+        "eval.every=8",
+        "checkpoint.call_seconds=1000",
+        "log.progress=false",
+        "log.tensorboard=false",
+        run_dir=tmp_path / "run",
+    )
+    assert result.status == "completed"
+    assert result.trainer.agent.slower_from == 4096
+    assert calls == [(1, False), (3, False), (1, False), (3, True), (8, True)]
+    assert loop._call_size(50, None, None, 10.0) == 1  # nothing timed yet
+    assert loop._call_size(50, None, 0.1, 10.0) == 50  # 100 fit; the interval's rest is 50
+    assert loop._call_size(50, None, 0.5, 10.0) == 20
+    assert loop._call_size(50, 7, 0.1, 10.0) == 7  # iterations turn slower after 7
+    assert loop._call_size(50, None, 30.0, 10.0) == 1  # one iteration takes longer than a call
