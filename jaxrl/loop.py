@@ -590,14 +590,15 @@ def _train(
 
         t0 = time.perf_counter()
         keys = trainer.run_keys()
-        iterations = jax.ShapeDtypeStruct((), jnp.int32)
-        evaluate = jax.ShapeDtypeStruct((), jnp.bool_)
+        iterations_shape = jax.ShapeDtypeStruct((), jnp.int32)
+        evaluate_shape = jax.ShapeDtypeStruct((), jnp.bool_)
 
         def compile_chunk(abstract: Any) -> tuple[Any, float]:
             with out_of_memory_as(ConfigError, "compiling the training program"):
-                compiled = trainer.chunk.lower(
-                    abstract, trainer.hyper, iterations, evaluate
-                ).compile()
+                lowered = trainer.chunk.lower(
+                    abstract, trainer.hyper, iterations_shape, evaluate_shape
+                )
+                compiled = lowered.compile()
             trainer.refuse_a_program_larger_than_memory(compiled)
             return compiled, time.perf_counter()
 
