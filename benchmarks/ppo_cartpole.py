@@ -77,7 +77,8 @@ class Row:
 
 def run_train(what: str, num_seeds: int, workdir: Path, extra: tuple[str, ...] = ()) -> Row:
     cfg = compose([*OVERRIDES, f"num_seeds={num_seeds}", *extra])
-    result = train(cfg, workdir / f"seeds_{num_seeds}_{len(extra)}")
+    # a directory of its own per row (with --seeds 1 two rows had the same seeds and extras)
+    result = train(cfg, workdir / f"row_{len(list(workdir.iterdir()))}")
     s = result.summary
     finals = [seed["final_eval_return"] for seed in s["runs"]]
     return Row(
