@@ -389,16 +389,22 @@ class Trainer:
         loop = jax.lax.while_loop if fixed_steps else while_each
         ran, carry, metrics = loop(running, body, (jnp.zeros((), jnp.int32), carry, metrics))
 
-        def evaluated(key: Key) -> tuple[Key, Array, Array | None]:
+        # Jitted as the train step is, so that the trace that sizes the skipped branch's zeros is
+        # the one the evaluating branch reuses.
+        @functools.partial(jax.jit, inline=True)
+        def evaluated(agent_state: Any, key: Key) -> tuple[Key, Array, Array | None]:
             key, eval_key = jax.random.split(key)
-            episodes = self.evaluate(agent, carry.agent_state, eval_key)
+            episodes = self.evaluate(agent, agent_state, eval_key)
             return key, episodes.returns, episodes.successes
 
         # A call that does not evaluate leaves the key as it was: the pieces of an interval draw
         # the numbers that one call over the whole interval draws.
-        none = jax.tree.map(jnp.zeros_like, jax.eval_shape(evaluated, carry.key)[1:])
+        shapes = jax.eval_shape(evaluated, carry.agent_state, carry.key)[1:]
         key, returns, successes = jax.lax.cond(
-            evaluate, evaluated, lambda key: (key, *none), carry.key
+            evaluate,
+            lambda key: evaluated(carry.agent_state, key),
+            lambda key: (key, *jax.tree.map(jnp.zeros_like, shapes)),
+            carry.key,
         )
         finite = jnp.all(jnp.isfinite(agent.params(carry.agent_state)))
         finite &= jnp.all(jnp.isfinite(returns))
