@@ -690,6 +690,7 @@ def _train(
         status = "completed"
         evaluations = 0
         seconds_per_iteration: float | None = None  # the last call's: sizes the next
+        until_slower = _until_slower(trainer, progress)  # iterations before they turn slower
         last_trained: ChunkOutput | None = None  # the last call that trained: the progress line
         # The chunks run in a thread of their own while this one waits in Python, where a second
         # Ctrl-C is handled at once: a program with host callbacks (Atari, Gymnasium) holds the
@@ -714,7 +715,6 @@ def _train(
                 # whole episodes) gets its evaluation from a call that trains nothing.
                 rest = _interval_rest(trainer, progress)
                 iterations, evaluate = (0, True) if budget_reached else (size, size == rest)
-                before_slower = _until_slower(trainer, progress) is not None
                 t_call = time.perf_counter()
                 with (
                     host_errors(),
@@ -743,11 +743,13 @@ def _train(
                     break
                 carry = new_carry
                 unsaved = True
-                if int(np.max(out.iterations)) > 0:
-                    seconds_per_iteration = call_seconds / int(np.max(out.iterations))
+                trained = int(np.max(out.iterations))
+                if trained > 0:
+                    seconds_per_iteration = call_seconds / trained
                     last_trained = out
                 _record(progress, out, logger, compile_seconds, evaluate)
-                if before_slower and _until_slower(trainer, progress) is None:
+                was_faster, until_slower = until_slower, _until_slower(trainer, progress)
+                if was_faster is not None and until_slower is None:
                     seconds_per_iteration = None  # slower iterations from here: timed afresh
                 if last_trained is not None:
                     line = _progress_line(trainer, progress, last_trained)
@@ -779,7 +781,7 @@ def _train(
                     due,
                     _call_size(
                         _interval_rest(trainer, progress),
-                        _until_slower(trainer, progress),
+                        until_slower,
                         seconds_per_iteration,
                         cfg.checkpoint.call_seconds,
                     ),
@@ -837,26 +839,28 @@ def _run_chunk(
     return new_carry, jax.device_get(out)
 
 
+def _iterations_until(trainer: Trainer, progress: Progress, env_steps: int | None) -> int | None:
+    """Iterations until every run has taken `env_steps`, where iterations take a fixed number of
+    env steps; None where that is unknown (whole episodes, no `env_steps`) or already so."""
+    per_iteration, taken = trainer.agent.steps_per_iteration, min(progress.env_steps)
+    if per_iteration is None or env_steps is None or taken >= env_steps:
+        return None
+    return math.ceil((env_steps - taken) / per_iteration)
+
+
 def _interval_rest(trainer: Trainer, progress: Progress) -> int:
     """Iterations to the next evaluation: the rest of the interval, or of the budget where
     iterations take a fixed number of env steps (a run of whole episodes stops at its budget
     inside the chunk, each run on its own)."""
     rest = max(1, trainer.eval_every - progress.since_eval)
-    per_iteration = trainer.agent.steps_per_iteration
-    if per_iteration is None:
-        return rest
-    remaining = math.ceil((trainer.budget - min(progress.env_steps)) / per_iteration)
-    return max(1, min(rest, remaining))
+    remaining = _iterations_until(trainer, progress, trainer.budget)
+    return rest if remaining is None else min(rest, remaining)
 
 
 def _until_slower(trainer: Trainer, progress: Progress) -> int | None:
     """Iterations before the agent's iterations turn slower (`Agent.slower_from`), or None where
     that is past or unknown: a call ends there and the next is timed afresh."""
-    slower_from, per_iteration = trainer.agent.slower_from, trainer.agent.steps_per_iteration
-    steps = min(progress.env_steps)
-    if slower_from is None or per_iteration is None or steps >= slower_from:
-        return None
-    return math.ceil((slower_from - steps) / per_iteration)
+    return _iterations_until(trainer, progress, trainer.agent.slower_from)
 
 
 def _call_size(
