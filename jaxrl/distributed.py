@@ -20,11 +20,14 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
+import zlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -138,6 +141,22 @@ def agree(
         )
     taken = votes[:, 0][votes[:, 0] > 0]
     return (int(taken[0]) if taken.size else None), bool(votes[0, 1]), int(votes[0, 2])
+
+
+@functools.cache
+def processes_on_this_host() -> int:
+    """How many of the run's processes share this machine (1 outside a distributed run): each
+    holds its own copy of the run's state and program, so on a CPU they share its memory. One
+    tiny all-gather of a hash of the host's name, the first time it is asked."""
+    if not is_distributed():
+        return 1
+    import numpy as np
+    from jax.experimental import multihost_utils
+
+    host = zlib.crc32(socket.gethostname().encode())
+    with collectives_fail_as_one_line():
+        hosts = multihost_utils.process_allgather(np.array([host], dtype=np.int64))
+    return int(np.count_nonzero(hosts == host))
 
 
 def on_every_host(tree: Any) -> Any:

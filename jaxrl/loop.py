@@ -232,15 +232,14 @@ class Trainer:
         """The runs' state (replay buffers, populations, env batches) must fit the memory its
         device has, or XLA's allocation fails with a traceback after the run directory was
         written: refused here, in one line naming its largest part, before anything is."""
-        device = jax.local_devices()[0]
-        limit = device_memory_bytes(device)
+        limit, memory = memory_of_this_process(jax.local_devices()[0])
         total = self._carry_bytes()
         if limit is None or total <= limit:
             return
         largest, name = max(self._leaf_bytes)
         raise ConfigError(
-            f"the state of {len(self.runs)} run(s) needs {total / 1e9:,.1f} GB, more than the "
-            f"{limit / 1e9:,.1f} GB of memory this {device.platform.upper()} has; its largest "
+            f"the state of {len(self.runs)} run(s) needs {total / 1e9:,.1f} GB, more than "
+            f"{memory}; its largest "
             f"part is {name} ({len(self.runs) * largest / 1e9:,.1f} GB): lower what sizes it "
             f"(agent.buffer_size, env.num_envs, a population), num_seeds or the grid's points"
         )
@@ -251,7 +250,7 @@ class Trainer:
         buffer assignment sizes them, per device. A chunk that cannot fit would fail at its
         first allocation with a traceback; refused here, before the run directory is written."""
         device = jax.local_devices()[0]
-        limit = device_memory_bytes(device)
+        limit, memory = memory_of_this_process(device)
         stats = compiled.memory_analysis()
         if limit is None or stats is None:
             return
@@ -267,8 +266,7 @@ class Trainer:
         raise ConfigError(
             f"a chunk of {len(self.runs)} run(s) needs {(held + temporaries) / 1e9:,.1f} GB at "
             f"once ({temporaries / 1e9:,.1f} GB of it working memory: rollouts, batches, "
-            f"activations), more than the {limit / 1e9:,.1f} GB of memory this "
-            f"{device.platform.upper()} has: {LOWER_MEMORY}"
+            f"activations), more than {memory}: {LOWER_MEMORY}"
         )
 
     def _in_shares(self, chunk: Callable) -> Callable:
@@ -993,6 +991,23 @@ def device_memory_bytes(device: jax.Device) -> int | None:
     with contextlib.suppress(ValueError, OSError):  # cgroup v2; "max" where there is none
         limits.append(int(Path("/sys/fs/cgroup/memory.max").read_text()))
     return min(limits, default=None)
+
+
+def memory_of_this_process(device: jax.Device) -> tuple[int | None, str]:
+    """The bytes this process's arrays on `device` can take, and how to say so. The processes of
+    a distributed run on one machine each hold the whole state and program, so on a CPU they
+    share its memory equally; an accelerator is each process's own."""
+    limit = device_memory_bytes(device)
+    sharing = distributed.processes_on_this_host() if device.platform == "cpu" else 1
+    if limit is None:
+        return None, ""
+    memory = f"the {limit / 1e9:,.1f} GB of memory this {device.platform.upper()} has"
+    if sharing == 1:
+        return limit, memory
+    return limit // sharing, (
+        f"the {limit // sharing / 1e9:,.1f} GB each of the {sharing} processes on this host has "
+        f"(its {limit / 1e9:,.1f} GB of memory shared)"
+    )
 
 
 def peak_memory() -> dict[str, float]:

@@ -377,3 +377,31 @@ def test_what_cannot_be_split_over_the_processes_is_refused_by_each(tmp_path: Pa
             assert result.returncode == 2, result.stderr
             assert len(lines) == 1 and lines[0].startswith(first), result.stderr
         assert not (tmp_path / name).exists()
+
+
+def test_processes_on_one_host_share_its_memory(tmp_path: Path) -> None:
+    """Each process holds the whole state, so two on this machine need twice its bytes: an ERL
+    replay buffer of three quarters of the machine's memory (34 bytes a Pendulum transition:
+    obs and next_obs 12 each, action and reward 4 each, the two end flags 1 each) fits one
+    process and is refused by both of two, in one line naming each one's share, before
+    anything is allocated or written."""
+    import jax
+
+    from jaxrl.loop import device_memory_bytes
+
+    limit = device_memory_bytes(jax.devices("cpu")[0])
+    assert limit is not None
+    buffer_size = int(0.75 * limit / 34)
+    run_dir = tmp_path / "run"
+    args = (*RUNS["erl"], f"agent.buffer_size={buffer_size}", f"log.dir={run_dir}", *QUIET)
+    for result in [finish(p) for p in launch(2, *args)]:
+        lines = error_lines(result.stderr)
+        assert result.returncode == 2, result.stderr
+        assert len(lines) == 1, result.stderr
+        assert lines[0].startswith(
+            f"error: the state of 1 run(s) needs {34 * buffer_size / 1e9:,.1f} GB, more than the "
+            f"{limit // 2 / 1e9:,.1f} GB each of the 2 processes on this host has (its "
+            f"{limit / 1e9:,.1f} GB of memory shared); its largest part is "
+            "agent_state.buffer.data.obs"
+        ), lines[0]
+    assert not run_dir.exists()
