@@ -239,8 +239,8 @@ class Trainer:
         largest, name = max(self._leaf_bytes)
         raise ConfigError(
             f"the state of {len(self.runs)} run(s) needs {total / 1e9:,.1f} GB, more than "
-            f"{memory}; its largest "
-            f"part is {name} ({len(self.runs) * largest / 1e9:,.1f} GB): lower what sizes it "
+            f"{memory}; its largest part is {name} ({len(self.runs) * largest / 1e9:,.1f} GB): "
+            f"lower what sizes it "
             f"(agent.buffer_size, env.num_envs, a population), num_seeds or the grid's points"
         )
 
@@ -998,6 +998,7 @@ def memory_of_this_process(device: jax.Device) -> tuple[int | None, str]:
     a distributed run on one machine each hold the whole state and program, so on a CPU they
     share its memory equally; an accelerator is each process's own."""
     limit = device_memory_bytes(device)
+    # Asked before any early return: it is a collective that every process must enter.
     sharing = distributed.processes_on_this_host() if device.platform == "cpu" else 1
     if limit is None:
         return None, ""
