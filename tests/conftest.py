@@ -18,6 +18,8 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import json
 import os
 import secrets
 import socket
@@ -36,9 +38,11 @@ os.environ.setdefault("JAXRL_AUTOTUNE", "off")
 
 import jax
 import pytest
+from filelock import FileLock
 
 from jaxrl import parallel
-from jaxrl.cli import enable_compilation_cache
+from jaxrl.cli import enable_compilation_cache, resumed_config
+from jaxrl.config import RunConfig
 
 # The devices a run of the CLI has: several runs of one program spread over the cores.
 parallel.use_cores_as_devices()
@@ -79,26 +83,56 @@ def xla_cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[P
     jax.config.update("jax_compilation_cache_dir", before)
 
 
+@dataclasses.dataclass(frozen=True)
+class SharedRun:
+    """A learning run that tests of several files read: its directory, `summary.json` and
+    config (what a `RunResult` says of it that outlives the process that trained it)."""
+
+    run_dir: Path
+    summary: dict[str, Any]
+    cfg: RunConfig
+
+    @property
+    def status(self) -> str:
+        return self.summary["status"]
+
+
+def shared_run(
+    name: str, overrides: tuple[str, ...], tmp_path_factory: pytest.TempPathFactory
+) -> SharedRun:
+    """`overrides` trained once for the whole suite. A session fixture is once per xdist worker,
+    and the runs below are wanted by files that the two workers take: the first worker to ask
+    trains it under a file lock while the other waits, then reads the same directory (it waits
+    for less than it would take to train the same run beside the first)."""
+    import jaxrl
+
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # the basetemp every worker of this session shares
+    run_dir = root / name
+    with FileLock(f"{run_dir}.lock"):
+        if not (run_dir / "summary.json").is_file():
+            jaxrl.train(*overrides, run_dir=run_dir)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    return SharedRun(run_dir, summary, resumed_config(str(run_dir)))
+
+
 @pytest.fixture(scope="session")
-def pendulum_sac_expert(tmp_path_factory: pytest.TempPathFactory) -> Any:
+def pendulum_sac_expert(tmp_path_factory: pytest.TempPathFactory) -> SharedRun:
     """The imitation tests' expert (learning.PENDULUM_SAC_EXPERT), which is also test_sac's
-    learning run: one training serves both; the `RunResult`."""
+    learning run: one training serves both."""
     from learning import PENDULUM_SAC_EXPERT
 
-    import jaxrl
-
-    return jaxrl.train(*PENDULUM_SAC_EXPERT, run_dir=tmp_path_factory.mktemp("sac_expert"))
+    return shared_run("sac_expert", PENDULUM_SAC_EXPERT, tmp_path_factory)
 
 
 @pytest.fixture(scope="session")
-def hyar_platform_run(tmp_path_factory: pytest.TempPathFactory) -> Any:
+def hyar_platform_run(tmp_path_factory: pytest.TempPathFactory) -> SharedRun:
     """HyAR's learning run on Platform (learning.HYAR_PLATFORM), which test_hyar checks and
-    notebooks/06_hybrid_actions.ipynb is handed: one training serves both; the `RunResult`."""
+    notebooks/06_hybrid_actions.ipynb is handed: one training serves both."""
     from learning import HYAR_PLATFORM
 
-    import jaxrl
-
-    return jaxrl.train(*HYAR_PLATFORM, run_dir=tmp_path_factory.mktemp("hyar_platform"))
+    return shared_run("hyar_platform", HYAR_PLATFORM, tmp_path_factory)
 
 
 @pytest.fixture(scope="session")

@@ -187,7 +187,7 @@ CHECKS: dict[str, Callable[[nbformat.NotebookNode], None]] = {
 
 
 # Notebooks that take a run the suite trains anyway: (environment variable, fixture whose
-# `RunResult` directory it names). The imitation notebook would otherwise train its own expert,
+# run directory it names). The imitation notebook would otherwise train its own expert,
 # the hybrid-actions notebook its own HyAR run.
 HANDED_OVER: dict[str, tuple[str, str]] = {
     "04_imitation.ipynb": ("JAXRL_PENDULUM_EXPERT", "pendulum_sac_expert"),

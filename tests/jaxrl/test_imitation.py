@@ -193,7 +193,7 @@ def test_the_expert_critic_is_the_minimum_of_its_twin_critics(pendulum_sac_exper
     obs = jax.random.normal(make_key(0), (6, 3))
     action = jax.random.uniform(make_key(1), (6, 1), minval=-2.0, maxval=2.0)
     critics = policy.agent_state.learner.critic_params
-    net = sac_networks(pendulum_sac_expert.trainer.cfg.agent, policy.spec).critics.net
+    net = sac_networks(pendulum_sac_expert.cfg.agent, policy.spec).critics.net
     q1 = net.apply(jax.tree.map(lambda p: p[0], critics), obs, action / 2.0)
     q2 = net.apply(jax.tree.map(lambda p: p[1], critics), obs, action / 2.0)
     assert not np.allclose(q1, q2)
