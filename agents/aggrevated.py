@@ -31,7 +31,6 @@ gradient on Fisher-vector products of the KL). An entropy bonus is optional.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 
 import jax
@@ -148,17 +147,24 @@ def visited_states(setup: Setup, capacity: int) -> replay.ReplayState:
 
 
 def update(
-    cfg: AggreVaTeDConfig, setup: Setup, state: ImitationState, record: Rollin, key: Key
+    cfg: AggreVaTeDConfig,
+    aggregate: bool,
+    setup: Setup,
+    state: ImitationState,
+    record: Rollin,
+    key: Key,
 ) -> tuple[ImitationState, Metrics]:
     """Policy-gradient steps on this iteration's roll-in states (with `aggregate`, on every
-    state kept so far)."""
+    state kept so far). `aggregate` is `cfg.aggregate` resolved against the expert: it is not
+    written back into `cfg`, whose hyperparameters may be traced (a grid), so that a copy made
+    by `dataclasses.replace` would run its range checks on tracers."""
     steps = jax.tree.map(lambda x: x.reshape(-1, *x.shape[2:]), record)
     num_states = steps.obs.shape[0]
     state = state._replace(labelled_steps=state.labelled_steps + num_states)
     expert = setup.expert
     if expert.action_value is not None:
         scored = steps.obs
-        if cfg.aggregate:
+        if aggregate:
             dataset = replay.add(state.dataset, steps.obs)
             state = state._replace(dataset=dataset)
             scored, num_states = dataset.data, dataset.size
@@ -191,7 +197,7 @@ def update(
 
         state, metrics = minibatch_updates(setup, state, loss_fn, key)
     metrics = {**metrics, "mixture": expert_share(cfg, state.iteration)}
-    if cfg.aggregate:
+    if aggregate:
         metrics["dataset_size"] = state.dataset.size
     return state, metrics
 
@@ -212,12 +218,12 @@ def make_aggrevated(cfg: AggreVaTeDConfig, env: Env) -> Agent:
             f"roll-in's own actions (use agent.aggregate=false, or an expert from sac, td3, ddpg "
             f"or dqn)"
         )
-    if cfg.aggregate is None:
-        has_q_star = expert.action_value is not None
-        cfg = dataclasses.replace(cfg, aggregate=has_q_star and not cfg.natural_gradient)
+    aggregate = cfg.aggregate
+    if aggregate is None:
+        aggregate = expert.action_value is not None and not cfg.natural_gradient
     method = Method(
         expert_acts=functools.partial(mixture_acts, cfg),
-        update=functools.partial(update, cfg),
-        dataset=lambda setup: visited_states(setup, cfg.dataset_size) if cfg.aggregate else (),
+        update=functools.partial(update, cfg, aggregate),
+        dataset=lambda setup: visited_states(setup, cfg.dataset_size) if aggregate else (),
     )
     return make_imitation(cfg, env, method, expert)

@@ -153,7 +153,7 @@ def test_aggregation_keeps_every_iterations_states_up_to_dataset_size():
         action = jnp.zeros((2, 3, 1))
         flags = jnp.zeros((2, 3), bool)
         record = Rollin(obs[n], action, action, flags, jnp.zeros((2, 3)), flags, obs[n])
-        state, metrics = update(cfg, setup, state, record, make_key(n))
+        state, metrics = update(cfg, cfg.aggregate, setup, state, record, make_key(n))
     first, second = obs[0].reshape(6, 3), obs[1].reshape(6, 3)
     expected = np.concatenate([second[4:], first[2:], second[:4]])
     np.testing.assert_array_equal(np.asarray(state.dataset.data), expected)

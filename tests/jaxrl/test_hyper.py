@@ -53,18 +53,27 @@ AGENT_ENVS = {
     "ppoc": "Pendulum-v1",
     "pdqn": "Platform-v0",
     "paddpg": "Platform-v0",
+    "hyar": "Platform-v0",
+    "bc": "Pendulum-v1",
+    "dagger": "Pendulum-v1",
+    "aggrevated": "Pendulum-v1",
 }
+# The agents that learn from an expert run: the suite's SAC expert (conftest.pendulum_sac_expert).
+IMITATORS = ("bc", "dagger", "aggrevated")
 # Settings under which every hyperparameter has a use (REINFORCE clips rewards only when it
-# normalises them; DQN's priority keys need prioritised replay).
-SETTINGS = {
-    "reinforce": ("agent.return_normalization=true",),
-    "dqn": ("agent.prioritized=true",),  # α, β and ε are prioritised replay's
-    "option_critic": ("agent.option_policy=egreedy",),  # the softmax over options has no ε
+# normalises them; DQN's priority keys need prioritised replay), one program each where no one
+# program uses them all: AggreVaTeD's natural-gradient step takes `kl_step` in place of the
+# optimiser's learning rate and clipping.
+SETTINGS: dict[str, tuple[tuple[str, ...], ...]] = {
+    "reinforce": (("agent.return_normalization=true",),),
+    "dqn": (("agent.prioritized=true",),),  # α, β and ε are prioritised replay's
+    "option_critic": (("agent.option_policy=egreedy",),),  # the softmax over options has no ε
+    "aggrevated": ((), ("agent.natural_gradient=true",)),
 }
 
 
 @pytest.mark.parametrize("name", AGENT_ENVS)
-def test_every_hyperparameter_reaches_the_compiled_program(name):
+def test_every_hyperparameter_reaches_the_compiled_program(name, request):
     """Each of the agent's HYPERPARAMETERS, passed as data, traces (no Python control flow on
     it) and is an input the program's results depend on: an input that dead-code elimination
     drops would be a grid key with no effect."""
@@ -72,16 +81,19 @@ def test_every_hyperparameter_reaches_the_compiled_program(name):
     grid = [f"grid.agent.{key}=[{getattr(cls(), key)}]" for key in cls.HYPERPARAMETERS]
     small = ["agent.hidden_sizes=[8]"] if hasattr(cls, "hidden_sizes") else []  # quick compile
     overrides = [f"agent={name}", f"env={AGENT_ENVS[name]}", *small]
-    trainer = Trainer(compose([*overrides, *SETTINGS.get(name, ()), *grid, "eval.episodes=2"]))
-    keys = trainer.run_keys()
-    carry = jax.eval_shape(trainer.init, keys, trainer.hyper)
-    init = jax.make_jaxpr(trainer.init)(keys, trainer.hyper)
-    chunk = jax.make_jaxpr(trainer.chunk)(carry, trainer.hyper, jnp.int32(1), True)
-    names = sorted(trainer.hyper)  # a dict's leaves, in the order they are flattened
+    if name in IMITATORS:
+        overrides.append(f"agent.expert={request.getfixturevalue('pendulum_sac_expert').run_dir}")
     used = set()
-    for program, first in ((init, 1), (chunk, len(jax.tree.leaves(carry)))):
-        _, used_inputs = pe.dce_jaxpr(program.jaxpr, [True] * len(program.jaxpr.outvars))
-        used |= {n for i, n in enumerate(names) if used_inputs[first + i]}
+    for settings in SETTINGS.get(name, ((),)):
+        trainer = Trainer(compose([*overrides, *settings, *grid, "eval.episodes=2"]))
+        keys = trainer.run_keys()
+        carry = jax.eval_shape(trainer.init, keys, trainer.hyper)
+        init = jax.make_jaxpr(trainer.init)(keys, trainer.hyper)
+        chunk = jax.make_jaxpr(trainer.chunk)(carry, trainer.hyper, jnp.int32(1), True)
+        names = sorted(trainer.hyper)  # a dict's leaves, in the order they are flattened
+        for program, first in ((init, 1), (chunk, len(jax.tree.leaves(carry)))):
+            _, used_inputs = pe.dce_jaxpr(program.jaxpr, [True] * len(program.jaxpr.outvars))
+            used |= {n for i, n in enumerate(names) if used_inputs[first + i]}
     assert sorted(set(cls.HYPERPARAMETERS) - used) == []
 
 
