@@ -1,5 +1,7 @@
 """Agents never import each other: a piece two agents share lives in `jaxrl/`. Each imports its
-settings from `agents/configs.py`, which is no agent and imports none."""
+settings from `agents/configs.py`, which is no agent and imports none. Agents do not import
+`envs` either (they see an env through `jaxrl.env.Env` and its spec), but for one piece of env
+knowledge named in `ENV_IMPORTS`."""
 
 from __future__ import annotations
 
@@ -28,6 +30,20 @@ def imported_modules(path: Path) -> set[str]:
 def test_agent_module_imports_no_other_agent(module: str) -> None:
     imports = imported_modules(AGENTS / module) - {"agents.configs"}
     assert not {m for m in imports if m == "agents" or m.startswith("agents.")}, imports
+
+
+# P-DQN's `agent.parameter_prior`: Goal's hand-made parameter policy (MP-DQN's), looked up by the
+# env's name, so that a policy loaded from its run's spec alone (`jaxrl.policy`) finds it too.
+ENV_IMPORTS = {"pdqn.py": {"envs.hybrid"}}
+
+
+@pytest.mark.parametrize(
+    "module", sorted(p.name for p in AGENTS.glob("*.py") if p.name != "__init__.py")
+)
+def test_agent_module_imports_no_env_module_but_the_named_ones(module: str) -> None:
+    imports = imported_modules(AGENTS / module)
+    env_imports = {m for m in imports if m == "envs" or m.startswith("envs.")}
+    assert env_imports <= ENV_IMPORTS.get(module, set()), env_imports
 
 
 def test_the_check_sees_an_agent_import(tmp_path: Path) -> None:
