@@ -155,9 +155,9 @@ def update(
     key: Key,
 ) -> tuple[ImitationState, Metrics]:
     """Policy-gradient steps on this iteration's roll-in states (with `aggregate`, on every
-    state kept so far). `aggregate` is `cfg.aggregate` resolved against the expert: it is not
-    written back into `cfg`, whose hyperparameters may be traced (a grid), so that a copy made
-    by `dataclasses.replace` would run its range checks on tracers."""
+    state kept so far). `aggregate` is `cfg.aggregate` resolved against the expert, kept out of
+    `cfg`: under a grid its hyperparameters are tracers, on which a copy made by
+    `dataclasses.replace` would run the config's range checks."""
     steps = jax.tree.map(lambda x: x.reshape(-1, *x.shape[2:]), record)
     num_states = steps.obs.shape[0]
     state = state._replace(labelled_steps=state.labelled_steps + num_states)

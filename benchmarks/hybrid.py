@@ -329,6 +329,10 @@ ROWS = [
     Row(
         "HyAR, 700k env steps, seeds 3-4", (*HYAR, "seed=3"), HARD_MOVE[10], "0.75", budget=700_000
     ),
+    # The paper's budget (the `hard-move` preset's own): 850k env steps of learning after the
+    # warm-up, 5 seeds in one program carried across sessions by its checkpoints
+    # (hyar_hardmove10_1m.md); stored with --adopt.
+    Row("HyAR, 1M env steps", HYAR, HARD_MOVE[10], "0.75", budget=1_000_000),
     # The reference's two Hard Move buffers (main_embedding_hard_move_td3.py): TD3 on its own
     # steps only (1e6: every one of them), the VAE on all, the random warm-up's included.
     Row(
