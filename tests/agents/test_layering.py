@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 AGENTS = Path(__file__).resolve().parents[2] / "agents"
+AGENT_MODULES = sorted(p.name for p in AGENTS.glob("*.py") if p.name != "__init__.py")
 
 
 def imported_modules(path: Path) -> set[str]:
@@ -24,12 +25,15 @@ def imported_modules(path: Path) -> set[str]:
     return names
 
 
-@pytest.mark.parametrize(
-    "module", sorted(p.name for p in AGENTS.glob("*.py") if p.name != "__init__.py")
-)
+def within(package: str, modules: set[str]) -> set[str]:
+    """The modules of `modules` that are `package` or inside it."""
+    return {m for m in modules if m == package or m.startswith(f"{package}.")}
+
+
+@pytest.mark.parametrize("module", AGENT_MODULES)
 def test_agent_module_imports_no_other_agent(module: str) -> None:
     imports = imported_modules(AGENTS / module) - {"agents.configs"}
-    assert not {m for m in imports if m == "agents" or m.startswith("agents.")}, imports
+    assert not within("agents", imports), imports
 
 
 # P-DQN's `agent.parameter_prior`: Goal's hand-made parameter policy (MP-DQN's), looked up by the
@@ -37,12 +41,9 @@ def test_agent_module_imports_no_other_agent(module: str) -> None:
 ENV_IMPORTS = {"pdqn.py": {"envs.hybrid"}}
 
 
-@pytest.mark.parametrize(
-    "module", sorted(p.name for p in AGENTS.glob("*.py") if p.name != "__init__.py")
-)
+@pytest.mark.parametrize("module", AGENT_MODULES)
 def test_agent_module_imports_no_env_module_but_the_named_ones(module: str) -> None:
-    imports = imported_modules(AGENTS / module)
-    env_imports = {m for m in imports if m == "envs" or m.startswith("envs.")}
+    env_imports = within("envs", imported_modules(AGENTS / module))
     assert env_imports <= ENV_IMPORTS.get(module, set()), env_imports
 
 

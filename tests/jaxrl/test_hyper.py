@@ -17,6 +17,7 @@ from jax._src.interpreters import partial_eval as pe
 import agents
 import jaxrl
 from agents.ppo import PPOConfig
+from jaxrl.agent_config import ImitationConfig
 from jaxrl.cli import compose
 from jaxrl.hyper import grid_points, stacked
 from jaxrl.loop import Trainer
@@ -58,8 +59,6 @@ AGENT_ENVS = {
     "dagger": "Pendulum-v1",
     "aggrevated": "Pendulum-v1",
 }
-# The agents that learn from an expert run: the suite's SAC expert (conftest.pendulum_sac_expert).
-IMITATORS = ("bc", "dagger", "aggrevated")
 # Settings under which every hyperparameter has a use (REINFORCE clips rewards only when it
 # normalises them; DQN's priority keys need prioritised replay), one program each where no one
 # program uses them all: AggreVaTeD's natural-gradient step takes `kl_step` in place of the
@@ -81,7 +80,7 @@ def test_every_hyperparameter_reaches_the_compiled_program(name, request):
     grid = [f"grid.agent.{key}=[{getattr(cls(), key)}]" for key in cls.HYPERPARAMETERS]
     small = ["agent.hidden_sizes=[8]"] if hasattr(cls, "hidden_sizes") else []  # quick compile
     overrides = [f"agent={name}", f"env={AGENT_ENVS[name]}", *small]
-    if name in IMITATORS:
+    if issubclass(cls, ImitationConfig):  # the suite's SAC expert (conftest.pendulum_sac_expert)
         overrides.append(f"agent.expert={request.getfixturevalue('pendulum_sac_expert').run_dir}")
     used = set()
     for settings in SETTINGS.get(name, ((),)):
