@@ -16,6 +16,7 @@ from cli_helpers import cli
 
 import agents.bc
 import envs
+import jaxrl
 from agents.aggrevated import AggreVaTeDConfig, normalized
 from agents.bc import BCConfig, make_bc
 from agents.dagger import DAggerConfig, make_dagger
@@ -308,3 +309,34 @@ def test_a_grid_experts_return_is_its_first_points_by_default(tmp_path):
     assert _final_eval_return(tmp_path, 0, 1) == -200.0
     (tmp_path / "summary.json").write_text('{"runs": [{"seed": 0, "final_eval_return": -5.0}]}')
     assert _final_eval_return(tmp_path, 0, None) == -5.0
+
+
+def test_a_grid_of_an_imitator_trains_through_the_cli(pendulum_sac_expert, tmp_path):
+    """`grid.agent.*` of an imitator through the CLI (the expert's checks once ran on the traced
+    values and crashed before compiling): each point trains with its own value. Adam moves each
+    parameter by about the learning rate a step, so the point at 1e-9 stays within 1e-6 of the
+    initial policy (8 iterations of 50 gradient steps) and the one at 1e-3 leaves it."""
+    run_dir = tmp_path / "grid"
+    overrides = [
+        "agent=aggrevated",
+        f"agent.expert={pendulum_sac_expert.run_dir}",
+        "env=Pendulum-v1",
+        "agent.hidden_sizes=[8]",
+        "env.num_envs=1",  # iterations of 50 env steps
+        "budget.env_steps=400",
+        "eval.episodes=2",
+    ]
+    quiet = ("log.progress=false", "log.tensorboard=false", f"log.dir={run_dir}")
+    proc = cli(*overrides, "grid.agent.learning_rate=[1e-3,1e-9]", *quiet)
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads((run_dir / "summary.json").read_text())
+    points = [(p["grid_point"], p["learning_rate"]) for p in summary["grid"]]
+    assert points == [(0, 1e-3), (1, 1e-9)]
+    assert [r["iterations"] for r in summary["runs"]] == [8, 8]
+    moved, kept = (jaxrl.load(run_dir, grid_point=p) for p in (0, 1))
+    assert kept.hyperparameters == {"learning_rate": 1e-9}
+    alone = Trainer(compose([*overrides, "agent.learning_rate=1e-9"]))
+    initial = alone.initial_carry().agent_state
+    initial_params = np.asarray(alone.agent.params(jax.tree.map(lambda x: x[0], initial)))
+    np.testing.assert_allclose(np.asarray(kept.params), initial_params, rtol=0, atol=1e-6)
+    assert np.max(np.abs(np.asarray(moved.params) - initial_params)) > 1e-3
