@@ -360,7 +360,7 @@ PRESETS: tuple[Preset, ...] = (
         ("budget.env_steps=1000000", *_episodes_schedule(30)),
         "HyAR's Hard Move schedules and budget; paper n=8 0.89, 0.81 here at 650k env steps, "
         "0.89 over the last quarter; n=4 0.93 and n=6 0.92, 0.94 and 0.93 (5 seeds each) "
-        "here at 400k; n=10 0.75, 0.69 here at 700k (10 seeds; benchmarks/results/hybrid.md)",
+        "here at 400k; n=10 0.75, 0.73 here at 1M (5 seeds; benchmarks/results/hybrid.md)",
     ),
     *_preset(
         "catch-point",
