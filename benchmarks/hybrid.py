@@ -124,6 +124,8 @@ ROWS = [
     Row("MP-DQN", MPDQN, PLATFORM, "—"),
     Row("PA-DDPG", PADDPG, PLATFORM, "—"),
     Row("P-DQN", PDQN, GOAL, "0.71 (PDQN-TD3)"),
+    # The same at the paper's Goal budget, trained as a run directory and stored with --adopt.
+    Row("P-DQN, 300k env steps", PDQN, GOAL, "0.71 (PDQN-TD3)", budget=300_000),
     Row("MP-DQN", MPDQN, GOAL, "—"),
     Row("PA-DDPG", PADDPG, GOAL, "—"),
     Row("P-DQN", PDQN, HARD_MOVE[4], "—"),
