@@ -126,6 +126,15 @@ ROWS = [
     Row("P-DQN", PDQN, GOAL, "0.71 (PDQN-TD3)"),
     # The same at the paper's Goal budget, trained as a run directory and stored with --adopt.
     Row("P-DQN, 300k env steps", PDQN, GOAL, "0.71 (PDQN-TD3)", budget=300_000),
+    # The same with the parameter actor held at the hand-made prior (a learning rate of 1e-9):
+    # what the Q-network's choices alone reach, against the learning actor's decline after 120k.
+    Row(
+        "P-DQN, 300k env steps, parameters held at the prior",
+        (*PDQN, "agent.actor_lr=1e-9"),
+        GOAL,
+        "0.71 (PDQN-TD3)",
+        budget=300_000,
+    ),
     Row("MP-DQN", MPDQN, GOAL, "—"),
     Row("PA-DDPG", PADDPG, GOAL, "—"),
     Row("P-DQN", PDQN, HARD_MOVE[4], "—"),
