@@ -745,6 +745,8 @@ class PDQNConfig(EpsilonGreedyConfig):
 
     name: str = "pdqn"
     multi_pass: bool = False  # MP-DQN: K passes, pass k seeing only choice k's parameters
+    # HyAR's PDQN-TD3: two Q-networks, the target the smaller of their max over choices
+    twin_q: bool = False
     # True: an unsquashed actor bounded by inverting gradients (the reference's); False: tanh
     inverting_gradients: bool = True
     buffer_size: int = 10_000

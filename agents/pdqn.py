@@ -13,7 +13,10 @@ Spaces") with `multi_pass=true`, for `Hybrid` action spaces.
   k's value does not depend on the other choices' parameters.
 * Q loss: the mean squared error to r + γ·(1 − terminated)·max_k Q'(s', k, x'(s')) with both
   target networks; only termination stops the bootstrap (a truncated step bootstraps from its
-  episode's last observation, which the driver stores as `next_obs`).
+  episode's last observation, which the driver stores as `next_obs`). With `twin_q=true`
+  (HyAR's PDQN-TD3, Table 2's P-DQN baseline) two Q-networks learn side by side, the target is
+  the smaller of their two max_k Q' (TD3's clipped double Q), the loss the sum of their squared
+  errors, and acting and the actor follow the first.
 * Actor loss: −mean over the batch of Σ_k Q(s, k, x(s)) against the just-updated Q-network
   (the P-DQN paper's; the reference's default loss, neither indexed nor weighted); its gradient
   with respect to x(s) inverted near the bounds (`inverted_gradients`) unless tanh-squashed.
@@ -32,7 +35,10 @@ choice k's parameters, Q_k of pass k), `run_platform_pdqn.py` (Platform's settin
 layer of 128 ReLU for both networks, batch 128, γ 0.9, replay 10,000, learning from 500
 transitions, ε 1 → 0.01 over 1,000 episodes, τ_Q 0.1, τ_x 0.001, Adam 1e-3 (Q) and 1e-4 (x),
 one update per env step, inverting gradients). Its script's defaults run MP-DQN; `multi_pass`
-is off here by default because the agent is P-DQN.
+is off here by default because the agent is P-DQN. `twin_q` follows github.com/TJU-DRL-LAB/
+self-supervised-rl, commit ece9562, `RL_with_Action_Representation/HyAR/agents/pdqn_td3.py`
+(`_optimize_td_loss`: min over the two networks of each one's max over choices; the sum of both
+losses, clipped together; the actor and `act` on `Q1`).
 
 Inverting gradients are the default because with the tanh some runs got stuck with parameters
 saturated at a bound, where a saturated tanh passes no gradient; MP-DQN with them was also the
@@ -71,7 +77,13 @@ from agents.configs import PDQNConfig
 from envs.hybrid import parameter_prior
 from jaxrl import optimizers
 from jaxrl.config import ConfigError
-from jaxrl.continuous import ActionScale, Torso, bootstrapped_return, inverted_gradients
+from jaxrl.continuous import (
+    ActionScale,
+    Torso,
+    bootstrapped_return,
+    critic_loss,
+    inverted_gradients,
+)
 from jaxrl.datatypes import Agent, Array, EnvSpec, Key, Metrics, PyTree, Transition
 from jaxrl.env import Env
 from jaxrl.hybrid_actions import hybrid_actions, parameter_owners, parameter_scale
@@ -153,12 +165,28 @@ class PDQNSetup(NamedTuple):
     owners: np.ndarray  # float32[K, P], `parameter_owners`
 
 
-def q_values(setup: PDQNSetup, q_params: PyTree, obs: Array, parameters: Array) -> Array:
-    """[..., K]: every choice's value at normalised `parameters` (one pass, or MP-DQN's K)."""
+def one_network_q(setup: PDQNSetup, q_params: PyTree, obs: Array, parameters: Array) -> Array:
+    """[..., K]: one Q-network's value of every choice at normalised `parameters` (one pass, or
+    MP-DQN's K)."""
     q = functools.partial(setup.q_net.apply, q_params, obs)
     if setup.cfg.multi_pass:
         return multi_pass_q(q, parameters, jnp.asarray(setup.owners))
     return q(parameters)
+
+
+def all_q_values(setup: PDQNSetup, q_params: PyTree, obs: Array, parameters: Array) -> Array:
+    """[networks, ..., K]: every Q-network's values (`twin_q`: two, their parameters stacked on
+    a leading axis; else one)."""
+    if setup.cfg.twin_q:
+        return jax.vmap(lambda p: one_network_q(setup, p, obs, parameters))(q_params)
+    return one_network_q(setup, q_params, obs, parameters)[None]
+
+
+def q_values(setup: PDQNSetup, q_params: PyTree, obs: Array, parameters: Array) -> Array:
+    """[..., K]: the first Q-network's values, the ones acting and the actor follow."""
+    if setup.cfg.twin_q:
+        q_params = jax.tree.map(lambda p: p[0], q_params)
+    return one_network_q(setup, q_params, obs, parameters)
 
 
 def bounded_parameters(setup: PDQNSetup, actor_params: PyTree, obs: Array) -> Array:
@@ -169,21 +197,24 @@ def bounded_parameters(setup: PDQNSetup, actor_params: PyTree, obs: Array) -> Ar
 def td_target(
     setup: PDQNSetup, state: PDQNState, reward: Array, terminated: Array, next_obs: Array
 ) -> Array:
-    """r + γ·(1 − terminated)·max_k Q'(s', k, x'(s')), both networks the targets."""
+    """r + γ·(1 − terminated)·max_k Q'(s', k, x'(s')), both networks the targets; with twin
+    Q-networks the smaller of their two maxima."""
     next_parameters = bounded_parameters(setup, state.target_actor_params, next_obs)
-    next_q = q_values(setup, state.target_q_params, next_obs, next_parameters)
+    next_q = all_q_values(setup, state.target_q_params, next_obs, next_parameters)
+    next_value = next_q.max(axis=-1).min(axis=0)
     reward = setup.cfg.reward_scale * reward
-    return bootstrapped_return(reward, terminated, next_q.max(axis=-1), setup.cfg.gamma)
+    return bootstrapped_return(reward, terminated, next_value, setup.cfg.gamma)
 
 
 def q_loss(
     setup: PDQNSetup, q_params: PyTree, batch: Transition, target: Array
 ) -> tuple[Array, Array]:
-    """Mean squared error of Q(s, k, x) at the stored choice k and normalised parameters x."""
+    """Mean squared error of Q(s, k, x) at the stored choice k and normalised parameters x,
+    summed over the Q-networks; the first network's Q(s, k, x) beside it."""
     choice, parameters = batch.action
-    q = q_values(setup, q_params, batch.obs, setup.scale.from_env(parameters))
-    q_taken = jnp.take_along_axis(q, choice[:, None], axis=-1)[:, 0]
-    return jnp.mean((q_taken - target) ** 2), q_taken
+    q = all_q_values(setup, q_params, batch.obs, setup.scale.from_env(parameters))
+    q_taken = jnp.take_along_axis(q, choice[None, :, None], axis=-1)[..., 0]  # [networks, B]
+    return critic_loss(q_taken, target), q_taken[0]
 
 
 def actor_loss(setup: PDQNSetup, actor_params: PyTree, q_params: PyTree, obs: Array) -> Array:
@@ -203,7 +234,11 @@ def init(setup: PDQNSetup, obs: Array, key: Key) -> PDQNState:
     """Fresh parameters from an example (unbatched) observation; the targets start equal."""
     q_key, actor_key = jax.random.split(key)
     parameters = jnp.zeros(setup.owners.shape[1], jnp.float32)
-    q_params = setup.q_net.init(q_key, obs, parameters)
+    if setup.cfg.twin_q:
+        q_keys = jax.random.split(q_key)
+        q_params = jax.vmap(lambda k: setup.q_net.init(k, obs, parameters))(q_keys)
+    else:
+        q_params = setup.q_net.init(q_key, obs, parameters)
     actor_params = setup.actor.init(actor_key, obs)
     return PDQNState(
         q_params,

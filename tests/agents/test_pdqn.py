@@ -110,6 +110,39 @@ def test_td_target_is_the_target_max_over_choices_and_stops_only_at_termination(
     np.testing.assert_allclose(loss, (5.5**2 + 0.0 + 6.5**2) / 3, rtol=1e-6)
 
 
+@pytest.mark.parametrize("multi_pass", [False, True])
+def test_twin_q_networks_take_the_smaller_max_learn_both_and_act_on_the_first(platform, multi_pass):
+    """HyAR's PDQN-TD3: target networks Q'₁ = (1, 5, 2) and Q'₂ = (3, 4, 0) give
+    min(max Q'₁, max Q'₂) = min(5, 4) = 4, so y = r + 0.9·4 but where terminated. Online Q₁ =
+    (0, 1, 2), Q₂ = (1, 1, 1) at the stored choices 0, 2, 1: the loss is the sum of both mean
+    squares. Acting follows Q₁ alone: with Q₁ = (0, 0, 9) and Q₂ = (9, 0, 0) the choice is 2. The
+    same with MP-DQN's passes (these Q-networks ignore the parameters)."""
+    cfg = PDQNConfig(hidden_sizes=(1,), gamma=0.9, twin_q=True, multi_pass=multi_pass)
+    setup = make_setup(cfg, platform.spec)
+    state = make_learner(cfg, platform.spec).init(make_key(0))
+    twin = lambda a, b: jax.tree.map(lambda x, y: jnp.stack([x, y]), a, b)
+    assert jax.tree.map(jnp.shape, state.q_params) == jax.tree.map(
+        lambda x: (2, *x.shape), constant_q([0.0, 0, 0])
+    )
+    state = state._replace(target_q_params=twin(constant_q([1, 5, 2]), constant_q([3, 4, 0])))
+    obs = jax.random.normal(make_key(1), (3, 9))
+    reward, terminated = jnp.array([1.0, 2.0, 3.0]), jnp.array([False, True, False])
+    target = td_target(setup, state, reward, terminated, obs)
+    np.testing.assert_allclose(target, [1 + 0.9 * 4, 2.0, 3 + 0.9 * 4], rtol=1e-6)
+
+    online = twin(constant_q([0.0, 1.0, 2.0]), constant_q([1.0, 1.0, 1.0]))
+    batch = batch_of(obs, [0, 2, 1], np.zeros((3, 3)), reward, terminated, [False] * 3)
+    loss, q_taken = q_loss(setup, online, batch, target)
+    np.testing.assert_allclose(q_taken, [0.0, 2.0, 1.0])  # the first network's
+    first = (4.6**2 + 0.0 + 5.6**2) / 3  # errors 0 − 4.6, 2 − 2, 1 − 6.6
+    second = (3.6**2 + 1.0 + 5.6**2) / 3  # errors 1 − 4.6, 1 − 2, 1 − 6.6
+    np.testing.assert_allclose(loss, first + second, rtol=1e-6)
+
+    state = state._replace(q_params=twin(constant_q([0.0, 0, 9]), constant_q([9.0, 0, 0])))
+    choice, _ = act(setup, state, obs, make_key(2), True)
+    np.testing.assert_array_equal(choice, [2, 2, 2])
+
+
 def test_reward_scale_multiplies_the_reward_in_the_target_only(platform):
     """MP-DQN's Goal setting: y = r/50 + 0.9·5 with the target Q' = (1, 5, 2)."""
     cfg = PDQNConfig(hidden_sizes=(1,), gamma=0.9, reward_scale=1 / 50)
