@@ -128,6 +128,14 @@ ROWS = [
     Row("P-DQN, 300k env steps", PDQN, GOAL, "0.71 (PDQN-TD3)", budget=300_000),
     # The same with the parameter actor held at the hand-made prior (a learning rate of 1e-9):
     # what the Q-network's choices alone reach, against the learning actor's decline after 120k.
+    # HyAR's PDQN-TD3 (Table 2's P-DQN): twin Q-networks, clipped double-Q target.
+    Row(
+        "P-DQN, twin Q-networks, 300k env steps",
+        (*PDQN, "agent.twin_q=true"),
+        GOAL,
+        "0.71 (PDQN-TD3)",
+        budget=300_000,
+    ),
     Row(
         "P-DQN, 300k env steps, parameters held at the prior",
         (*PDQN, "agent.actor_lr=1e-9"),
