@@ -579,10 +579,6 @@ def _train(
         )
     with contextlib.ExitStack() as closing:  # whatever ends the run, these are closed
         primary = distributed.is_primary()  # the process that writes the run's files
-        if primary and cfg.log.progress:
-            # The console's first line once the run is known to start (stdout keeps the CLI's
-            # result line alone; `log.progress=false` leaves stderr to errors).
-            print(presets.announce(cfg), file=sys.stderr, flush=True)
         display = LiveDisplay(
             cfg.log.progress and primary, cfg.budget.env_steps, f"{cfg.agent.name} {cfg.env.id}"
         )
@@ -608,7 +604,11 @@ def _train(
 
         # XLA compiles outside the GIL: the chunk compiles in a thread while init compiles and runs.
         host_steps = trainer.env.spec.family == "host"
-        with ThreadPoolExecutor(max_workers=1) as pool, speedups.unrolled_threefry(host_steps):
+        with (
+            ThreadPoolExecutor(max_workers=1) as pool,
+            speedups.unrolled_threefry(host_steps),
+            display.compiling(),
+        ):
             abstract = jax.eval_shape(trainer.init, keys, trainer.hyper)
             if distributed.is_distributed():  # the compiler chooses how the chunk takes the carry
                 abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), abstract)
@@ -624,6 +624,10 @@ def _train(
                 carry = jax.block_until_ready(trainer.init(keys, trainer.hyper))
             initialised_at = time.perf_counter()
             compiled, compiled_at = compiling.result()
+        # The console's first line once the run is known to start: a run refused by the checks
+        # above prints its one error line alone (stdout keeps the CLI's result line alone;
+        # `log.progress=false` leaves stderr to errors).
+        display.start(presets.announce(cfg))
         # Nothing is written before the program is known to compile and fit: a refused run leaves
         # no config or checkpoint behind (`claim` removes the directory it made).
         compile_seconds = max(compiled_at, initialised_at) - t0

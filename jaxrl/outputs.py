@@ -10,6 +10,7 @@ import math
 import os
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -232,16 +233,34 @@ class LiveDisplay:
         self.console = Console(stderr=True)
         self.enabled = enabled
         self.live = enabled and self.console.is_terminal
-        self.progress = None
+        self.budget = budget
+        self.title = title
+        self.progress: Progress | None = None
+
+    @contextlib.contextmanager
+    def compiling(self) -> Iterator[None]:
+        """A terminal's status line while the program compiles; erased when it ends, so that a
+        run refused after its compile shows its error line alone."""
+        if not self.live:
+            yield
+            return
+        with self.console.status(f"[bold]{self.title}[/] compiling...", spinner="line"):
+            yield
+
+    def start(self, first_line: str) -> None:
+        """The run's first line (its preset), then the bar, once the run is known to start."""
+        if not self.enabled:
+            return
+        print(first_line, file=sys.stderr, flush=True)
         if self.live:
             self.progress = Progress(
-                TextColumn(f"[bold]{title}[/]"),
+                TextColumn(f"[bold]{self.title}[/]"),
                 BarColumn(),
                 TextColumn("{task.fields[line]}"),
                 TimeElapsedColumn(),
                 console=self.console,
             )
-            self.task = self.progress.add_task("train", total=budget, line="compiling...")
+            self.task = self.progress.add_task("train", total=self.budget, line="starting...")
             self.progress.start()
 
     def update(self, env_steps: float, line: str) -> None:
