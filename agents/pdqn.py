@@ -46,18 +46,18 @@ fastest (`benchmarks/results/hybrid.md`).
 
 Departures from the reference, each because our driver differs: (1) its exploration noise is an
 Ornstein-Uhlenbeck process with σ = 1e-4 (stationary σ ~2e-4 in normalised units: next to none),
-which would need per-env state the driver's `explore` does not carry; Gaussian noise here, σ =
-0.1 by default (σ = 0, next to the reference's, did worse on Platform), and σ = 0 in the `goal`
-preset (on Goal σ 0.1 let the parameter actor drift off scoring parameters: success 0.22 at
-300k env steps against 0.64 with none). (2) ε falls over env steps, not episodes: 1,000 random Platform episodes are ~2,200
-steps (2.2 steps each), so `exploration_steps` = 2,500. (3) No Platform-specific initial
+which would need per-env state the driver's `explore` does not carry; Gaussian noise here, σ = 0.1
+by default (σ = 0, next to the reference's, did worse on Platform), and σ = 0 in the `goal` preset
+(on Goal σ 0.1 let the parameter actor drift off scoring parameters: success 0.22 at 300k env steps
+against 0.64 with none). (2) ε falls over env steps, not episodes: 1,000 random Platform episodes
+are ~2,200 steps (2.2 steps each), so `exploration_steps` = 2,500. (3) No Platform-specific initial
 parameters (the reference's `initialise_params` biases x(s) to (3, 10, 400)): x(s) starts
 mid-range. On Goal, `parameter_prior=true` adds the reference's hand-made Goal parameter policy
 (`run_goal_pdqn.py`'s passthrough layer, fixed, `envs.goal.PARAMETER_PRIOR`) to x(s), and
-`reward_scale` is its reward scaling; the `goal` preset (jaxrl/presets.py, `PDQN_GOAL`) holds
-that script's Goal settings. (4) Flax's LeCun-normal initialiser, not Kaiming's. (5)
-`anneal_lr`, off by default as in the reference, takes both learning rates linearly to 0 over
-the updates the budget allows, as DQN's option does.
+`reward_scale` is its reward scaling; the `goal` preset (jaxrl/presets.py, `PDQN_GOAL`) holds that
+script's Goal settings. (4) Flax's LeCun-normal initialiser, not Kaiming's. (5) `anneal_lr`, off by
+default as in the reference, takes both learning rates linearly to 0 over the updates the budget
+allows, as DQN's option does.
 
 The driver (`jaxrl.offpolicy`) stores the env's own `(choice, parameters)` actions in its replay
 buffer and draws them uniformly for its warm-up.
