@@ -125,7 +125,7 @@ DDPG_ERL_LEARNER = (
 # / 50, gradient norms clipped at 1, its hand-made parameter policy as x(s)'s prior; its parameter
 # noise (Ornstein-Uhlenbeck, σ 1e-4: stationary σ ~2e-4 in [-1, 1] units) as none: with the
 # agent's Gaussian σ 0.1 instead, success fell from 0.51 at 45k to 0.22 at 300k env steps; without
-# noise it stays at 0.60-0.67 (benchmarks/results/hybrid.md).
+# noise it stays at 0.59-0.67 from 90k on (benchmarks/results/hybrid.md).
 PDQN_GOAL = (
     "agent.gamma=0.95",
     "agent.buffer_size=20000",
