@@ -1,7 +1,11 @@
 """Suite-wide settings.
 
 * The persistent XLA cache is the CLI's own: a run of the same program (resume tests, repeated
-  configs, a second suite run) loads its executable instead of compiling.
+  configs, a second suite run) loads its executable instead of compiling. Here it keeps every
+  program, not only those that took 0.5 s to compile as in the CLI: the in-process tests run
+  thousands of small eager operations and jitted helpers, each compiled afresh in every worker
+  and every suite run otherwise, and loading them makes a warm suite's in-process test files
+  about a third faster (benchmarks/results/test_suite_time.md).
 * XLA:CPU compiles at LLVM optimisation level 1 (`--xla_backend_optimization_level=1`, also in
   the CLI subprocesses the tests start): the suite compiles hundreds of small programs, and
   level 1 cuts their compile time by about a third with the same run time
@@ -47,6 +51,7 @@ from jaxrl.config import RunConfig
 # The devices a run of the CLI has: several runs of one program spread over the cores.
 parallel.use_cores_as_devices()
 enable_compilation_cache()
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
 if jax.default_backend() != "cpu":
     jax.config.update("jax_default_matmul_precision", "highest")
 

@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from gymnasium.envs.classic_control.cartpole import CartPoleEnv
-from trees import tree_equal
+from trees import assert_arrays_equal, tree_equal
 
 import envs
 import jaxrl
@@ -466,7 +466,7 @@ def test_atari_breakout_smoke_and_frame_storage():
     assert full.obs.dtype == np.uint8 and full.obs.shape == (2048, 84, 84, 4)
     assert int(full_state.learner.updates) == num_updates(ATARI, 4, 2048, ATARI.n_step) == 36
     assert full.terminated.sum() >= 5  # lives lost under near-random play
-    np.testing.assert_array_equal(full.next_obs[..., :-1], full.obs[..., 1:])
+    assert_arrays_equal(full.next_obs[..., :-1], full.obs[..., 1:])
     loss = float(full_metrics[-1]["loss"])
     assert np.isfinite(loss) and loss > 0
     frame_bytes = full.obs.nbytes + full.next_obs.nbytes
@@ -479,7 +479,7 @@ def test_atari_breakout_smoke_and_frame_storage():
     assert (stored.obs.nbytes + stored.next_obs.nbytes) / frame_bytes == 5 / 8
     rebuilt = jax.tree.map(np.asarray, shift_in_newest_frame(stored))
     for name, value in full._asdict().items():
-        np.testing.assert_array_equal(getattr(rebuilt, name), value, err_msg=name)
+        assert_arrays_equal(getattr(rebuilt, name), value, err_msg=name)
     np.testing.assert_allclose(compact_metrics[-1]["loss"], loss, rtol=1e-6)
 
     once_state, _, once_metrics = run_dqn(env, dataclasses.replace(ATARI, frame_storage="once"), 2)
@@ -492,7 +492,7 @@ def test_atari_breakout_smoke_and_frame_storage():
     assert int(frame_replay.live_start(once_state.buffer)) == 0
     rebuilt = jax.tree.map(np.asarray, frame_replay.gather(once_state.buffer, jnp.arange(2048)))
     for name, value in full._asdict().items():
-        np.testing.assert_array_equal(getattr(rebuilt, name), value, err_msg=name)
+        assert_arrays_equal(getattr(rebuilt, name), value, err_msg=name)
     np.testing.assert_allclose(once_metrics[-1]["loss"], loss, rtol=1e-6)
     q = QNetwork(4, "nature_cnn").apply(once_state.learner.params, full.obs[:3])
     assert q.shape == (3, 4) and np.isfinite(q).all()
