@@ -26,10 +26,10 @@ Spaces") with `multi_pass=true`, for `Hybrid` action spaces.
   steps are uniformly random (the driver's warm-up). Evaluation is greedy and noise-free.
 
 Followed, for facts and settings (the code here is ours): github.com/cycraig/MP-DQN, commit
-4003efa, `agents/pdqn.py` (`PDQNAgent._optimize_td_loss`: the max-over-choices target from both
-target networks, MSE, gradient-norm clipping at 10, the actor loss mean(Σ_k Q) and its inverted
-gradient, Polyak updates of both targets after every update; `_invert_gradients`; `act`:
-ε-greedy choice, noise on the chosen slice),
+eec13eb (its code files as at 4003efa), `agents/pdqn.py` (`PDQNAgent._optimize_td_loss`: the
+max-over-choices target from both target networks, MSE, gradient-norm clipping at 10, the actor
+loss mean(Σ_k Q) and its inverted gradient, Polyak updates of both targets after every update;
+`_invert_gradients`; `act`: ε-greedy choice, noise on the chosen slice),
 `agents/pdqn_multipass.py` (`MultiPassQActor`: the batch repeated K times, pass k holding only
 choice k's parameters, Q_k of pass k), `run_platform_pdqn.py` (Platform's settings: one hidden
 layer of 128 ReLU for both networks, batch 128, γ 0.9, replay 10,000, learning from 500
