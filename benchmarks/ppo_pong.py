@@ -8,10 +8,11 @@ by this script from its run directory, curve and all.
     python benchmarks/ppo_pong.py --run-dir RUN_DIR [--out PATH]
 
 The curve: the mean return of the training episodes that ended in each iteration (what CleanRL's
-`charts/episodic_return` logs), smoothed over 20 iterations, and the greedy evaluations (8 games
-every 102,400 env steps). CleanRL's reference (vwxyzjn/cleanrl docs/rl-algorithms/ppo.md, commit
-7a96de2, `ppo_atari.py` table): 20.36 ± 0.20 on PongNoFrameskip-v4 after 10M env steps, the
-same settings (its v4 env has no sticky actions; ours is v5 with 0.25).
+`charts/episodic_return` logs; only where the run logged to TensorBoard), smoothed over 20
+iterations, and the run's greedy evaluations (its `eval.episodes` games each). CleanRL's
+reference (vwxyzjn/cleanrl docs/rl-algorithms/ppo.md, commit 7a96de2, `ppo_atari.py` table):
+20.36 ± 0.20 on PongNoFrameskip-v4 after 10M env steps, the same settings (its v4 env has no
+sticky actions; ours is v5 with 0.25).
 """
 
 from __future__ import annotations
@@ -57,11 +58,12 @@ def plot(run_dir: Path, out: Path) -> None:
 
     steps, returns = training_returns(run_dir)
     eval_steps, curves = eval_curves(run_dir, ["eval_return"])
+    games = json.loads((run_dir / "config.json").read_text())["eval"]["episodes"]
     fig, ax = plt.subplots(figsize=(6, 4))
     if len(returns) >= SMOOTH:
         smooth = np.convolve(returns, np.ones(SMOOTH) / SMOOTH, mode="valid")
         ax.plot(steps[SMOOTH - 1 :], smooth, label=f"training episodes ({SMOOTH}-iteration mean)")
-    ax.plot(eval_steps, curves["eval_return"][0], "o-", label="greedy evaluation (8 games)")
+    ax.plot(eval_steps, curves["eval_return"][0], "o-", label=f"greedy evaluation ({games} games)")
     ax.axhline(CLEANRL_FINAL, color="gray", linestyle="--", label="CleanRL ppo_atari.py at 10M")
     ax.axhline(BAR, color="gray", linestyle=":", label=f"{BAR:g}")
     ax.set_xlabel("env steps")
@@ -73,7 +75,7 @@ def plot(run_dir: Path, out: Path) -> None:
     fig.savefig(out, dpi=110)
 
 
-def report(run_dir: Path) -> str:
+def report(run_dir: Path, image: str) -> str:
     rows = [
         line.split(",")
         for line in (run_dir / "evals.csv").read_text().splitlines()[1:]
@@ -82,13 +84,25 @@ def report(run_dir: Path) -> str:
     config = json.loads((run_dir / "config.json").read_text())
     steps, returns = training_returns(run_dir)
     table = markdown_table(
-        ["env steps", "evaluation return (8 games)", "std", "training seconds so far"],
+        [
+            "env steps",
+            f"evaluation return ({config['eval']['episodes']} games)",
+            "std",
+            "training seconds so far",
+        ],
         [
             [fmt(float(r[2]), 0), fmt(float(r[3]), 2), fmt(float(r[4]), 2), fmt(float(r[5]), 0)]
             for r in rows
         ],
     )
-    last = returns[-SMOOTH:] if len(returns) else np.array([np.nan])
+    if len(returns):
+        last = returns[-SMOOTH:]
+        episodes = (
+            f"Training episodes: mean return of the last {len(last)} iterations that ended any "
+            f"(to {int(steps[-1]):,} env steps): {np.mean(last):.1f}."
+        )
+    else:
+        episodes = "No training episodes were logged (`log.tensorboard=false`)."
     return "\n\n".join(
         [
             "# PPO on ALE/Pong-v5 at CleanRL's budget",
@@ -98,11 +112,9 @@ def report(run_dir: Path) -> str:
             "over the pieces (a resumed run carries its count on; the gaps between pieces are "
             "not in it).",
             table,
-            f"Training episodes: mean return of the last {len(last)} iterations that ended any "
-            f"(to {int(steps[-1]) if len(steps) else 0:,} env steps): {np.mean(last):.1f}. "
-            f"CleanRL's `ppo_atari.py`: {CLEANRL_FINAL} ± 0.20 at 10M env steps (its docs' table, "
-            f"PongNoFrameskip-v4, no sticky actions); the usual bar is {BAR:g}.",
-            "![PPO on Pong: training and evaluation returns against env steps](ppo_pong.png)",
+            f"{episodes} CleanRL's `ppo_atari.py`: {CLEANRL_FINAL} ± 0.20 at 10M env steps "
+            f"(its docs' table, PongNoFrameskip-v4, no sticky actions); the usual bar is {BAR:g}.",
+            f"![PPO on Pong: training and evaluation returns against env steps]({image})",
         ]
     )
 
@@ -112,8 +124,9 @@ def main() -> None:
     parser.add_argument("--run-dir", type=Path, required=True)
     parser.add_argument("--out", type=Path, default=RESULTS / "ppo_pong.md")
     args = parser.parse_args()
-    write_report(report(args.run_dir) + "\n", args.out)
-    plot(args.run_dir, args.out.with_suffix(".png"))
+    image = args.out.with_suffix(".png")
+    write_report(report(args.run_dir, image.name) + "\n", args.out)
+    plot(args.run_dir, image)
 
 
 if __name__ == "__main__":
