@@ -213,8 +213,9 @@ def test_notebook_runs(
     monkeypatch.setenv("TMPDIR", str(tmp_path))  # the notebooks' tempfile dirs land here too
     # The kernel's programs go through the suite's persistent cache (JAX reads these variables):
     # a notebook's trainings load the executables of the last suite run instead of compiling.
-    monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", str(jax.config.jax_compilation_cache_dir))
-    monkeypatch.setenv("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+    if jax.config.jax_compilation_cache_dir is not None:
+        monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", jax.config.jax_compilation_cache_dir)
+        monkeypatch.setenv("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
     if path.name in HANDED_OVER:
         variable, fixture = HANDED_OVER[path.name]
         monkeypatch.setenv(variable, str(request.getfixturevalue(fixture).run_dir))
