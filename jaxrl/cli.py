@@ -468,14 +468,16 @@ def _key_values(overrides: Sequence[str]) -> list[tuple[str, str]]:
     return [(_key(o), o.partition("=")[2]) for o in overrides]
 
 
-def enable_compilation_cache() -> None:
-    """Persistent XLA cache: a second run of the same config skips most of its compile time."""
+def enable_compilation_cache(min_compile_seconds: float = 0.5) -> None:
+    """Persistent XLA cache: a second run of the same config skips most of its compile time.
+    Programs that compiled faster than `min_compile_seconds` are not kept (a CLI run gains
+    nothing measurable from keeping them; the test suite keeps all)."""
     import jax
 
     from jaxrl.autotune import default_cache_dir
 
     jax.config.update("jax_compilation_cache_dir", str(default_cache_dir()))
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", min_compile_seconds)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
 
 

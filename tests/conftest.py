@@ -50,8 +50,7 @@ from jaxrl.config import RunConfig
 
 # The devices a run of the CLI has: several runs of one program spread over the cores.
 parallel.use_cores_as_devices()
-enable_compilation_cache()
-jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+enable_compilation_cache(min_compile_seconds=0)
 if jax.default_backend() != "cpu":
     jax.config.update("jax_default_matmul_precision", "highest")
 

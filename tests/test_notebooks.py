@@ -215,7 +215,8 @@ def test_notebook_runs(
     # a notebook's trainings load the executables of the last suite run instead of compiling.
     if jax.config.jax_compilation_cache_dir is not None:
         monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", jax.config.jax_compilation_cache_dir)
-        monkeypatch.setenv("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+        minimum = jax.config.jax_persistent_cache_min_compile_time_secs
+        monkeypatch.setenv("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", str(minimum))
     if path.name in HANDED_OVER:
         variable, fixture = HANDED_OVER[path.name]
         monkeypatch.setenv(variable, str(request.getfixturevalue(fixture).run_dir))
