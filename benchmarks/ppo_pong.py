@@ -50,15 +50,14 @@ def training_returns(run_dir: Path) -> tuple[np.ndarray, np.ndarray]:
     return steps, np.array([returns[s] for s in steps])
 
 
-def plot(run_dir: Path, out: Path) -> None:
+def plot(run_dir: Path, config: dict, steps: np.ndarray, returns: np.ndarray, out: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    steps, returns = training_returns(run_dir)
     eval_steps, curves = eval_curves(run_dir, ["eval_return"])
-    games = json.loads((run_dir / "config.json").read_text())["eval"]["episodes"]
+    games = config["eval"]["episodes"]
     fig, ax = plt.subplots(figsize=(6, 4))
     if len(returns) >= SMOOTH:
         smooth = np.convolve(returns, np.ones(SMOOTH) / SMOOTH, mode="valid")
@@ -75,14 +74,12 @@ def plot(run_dir: Path, out: Path) -> None:
     fig.savefig(out, dpi=110)
 
 
-def report(run_dir: Path, image: str) -> str:
+def report(run_dir: Path, config: dict, steps: np.ndarray, returns: np.ndarray, image: str) -> str:
     rows = [
         line.split(",")
         for line in (run_dir / "evals.csv").read_text().splitlines()[1:]
         if line.strip()
     ]
-    config = json.loads((run_dir / "config.json").read_text())
-    steps, returns = training_returns(run_dir)
     table = markdown_table(
         [
             "env steps",
@@ -124,9 +121,11 @@ def main() -> None:
     parser.add_argument("--run-dir", type=Path, required=True)
     parser.add_argument("--out", type=Path, default=RESULTS / "ppo_pong.md")
     args = parser.parse_args()
+    config = json.loads((args.run_dir / "config.json").read_text())
+    steps, returns = training_returns(args.run_dir)  # parsed once: a 10M run's events are large
     image = args.out.with_suffix(".png")
-    write_report(report(args.run_dir, image.name) + "\n", args.out)
-    plot(args.run_dir, image)
+    write_report(report(args.run_dir, config, steps, returns, image.name) + "\n", args.out)
+    plot(args.run_dir, config, steps, returns, image)
 
 
 if __name__ == "__main__":
