@@ -7,9 +7,11 @@ import it as `from common import ...`.
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import statistics
+import struct
 import subprocess
 import sys
 import time
@@ -153,6 +155,91 @@ def eval_curves(
         curves[column] = [values.tolist() for _, values in per_seed.values()]
     steps = sorted({int(step) for steps, _ in per_seed.values() for step in steps})
     return steps, curves
+
+
+def logged_training_returns(run_dir: Path) -> tuple[Any, Any]:
+    """(env steps, mean return of the training episodes that ended) per iteration that ended any,
+    from a one-seed CLI run's TensorBoard events (what CleanRL's `charts/episodic_return` logs);
+    a resumed run's repeated iterations: the last value wins."""
+    import numpy as np
+    from tensorboardX.proto.event_pb2 import Event
+
+    by_step: dict[str, dict[int, float]] = {"train/episode_return": {}, "train/episodes": {}}
+    for path in sorted((run_dir / "tb").glob("seed_0/events.out.tfevents.*")):
+        data, offset = path.read_bytes(), 0
+        while offset + 12 <= len(data):
+            (length,) = struct.unpack("<Q", data[offset : offset + 8])
+            event = Event.FromString(data[offset + 12 : offset + 12 + length])
+            offset += 12 + length + 4
+            for value in event.summary.value:
+                if value.tag in by_step:
+                    by_step[value.tag][event.step] = value.simple_value
+    returns, episodes = by_step["train/episode_return"], by_step["train/episodes"]
+    steps = np.array(sorted(s for s in returns if episodes.get(s, 0) > 0))
+    return steps, np.array([returns[s] for s in steps])
+
+
+def evaluations_table(run_dir: Path, episodes: str) -> str:
+    """A one-seed CLI run's evaluations (`evals.csv`) as a table: env steps, mean and std of its
+    greedy `episodes` ("10 games"), and compile + run seconds so far (summed over resumed
+    pieces)."""
+    with open(run_dir / "evals.csv", newline="") as f:
+        by_iteration = {int(row["iteration"]): row for row in csv.DictReader(f)}  # last wins
+    return markdown_table(
+        [
+            "env steps",
+            f"evaluation return ({episodes})",
+            "std",
+            "training seconds so far",
+        ],
+        [
+            [
+                fmt(float(r["env_steps"]), 0),
+                fmt(float(r["eval_return"]), 2),
+                fmt(float(r["eval_return_std"]), 2),
+                fmt(float(r["elapsed_seconds"]), 0),
+            ]
+            for _, r in sorted(by_iteration.items())
+        ],
+    )
+
+
+def plot_run_curve(
+    run_dir: Path,
+    eval_label: str,
+    steps: Any,
+    returns: Any,
+    smooth: int,
+    references: Sequence[tuple[float, str, str]],
+    axes: tuple[str, float, float],
+    title: str,
+    out: Path,
+) -> None:
+    """A one-seed CLI run's curve: its training episodes' returns (`steps`, `returns`, a moving
+    mean over `smooth` iterations) and greedy evaluations (`eval_label`), with horizontal
+    `references` (value, line style, label) and the y axis's label and range (`axes`); saved to
+    `out`."""
+    import matplotlib
+    import numpy as np
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    eval_steps, curves = eval_curves(run_dir, ["eval_return"])
+    fig, ax = plt.subplots(figsize=(6, 4))
+    if len(returns) >= smooth:
+        mean = np.convolve(returns, np.ones(smooth) / smooth, mode="valid")
+        ax.plot(steps[smooth - 1 :], mean, label=f"training episodes ({smooth}-iteration mean)")
+    ax.plot(eval_steps, curves["eval_return"][0], "o-", label=eval_label)
+    for value, style, label in references:
+        ax.axhline(value, color="gray", linestyle=style, label=label)
+    ax.set_xlabel("env steps")
+    ax.set_ylabel(axes[0])
+    ax.set_ylim(axes[1], axes[2])
+    ax.set_title(title)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
 
 
 def last_quarter_mean(steps: Sequence[int], values: Any) -> Any:

@@ -19,79 +19,25 @@ from __future__ import annotations
 
 import argparse
 import json
-import struct
 from pathlib import Path
 
 import numpy as np
-from common import RESULTS, eval_curves, fmt, machine, markdown_table, write_report
+from common import (
+    RESULTS,
+    evaluations_table,
+    logged_training_returns,
+    machine,
+    plot_run_curve,
+    write_report,
+)
 
 CLEANRL_FINAL = 20.36  # ± 0.20, 10M env steps, docs/rl-algorithms/ppo.md (cleanrl 7a96de2)
 BAR = 18.0  # the usual "plays well" bar (issue 18)
 SMOOTH = 20  # iterations in the moving mean of the training-episode curve
 
 
-def training_returns(run_dir: Path) -> tuple[np.ndarray, np.ndarray]:
-    """(env steps, mean return of the episodes that ended) per iteration that ended any, from
-    the run's TensorBoard events; a resumed run's repeated iterations: the last value wins."""
-    from tensorboardX.proto.event_pb2 import Event
-
-    by_step: dict[str, dict[int, float]] = {"train/episode_return": {}, "train/episodes": {}}
-    for path in sorted((run_dir / "tb").glob("seed_0/events.out.tfevents.*")):
-        data, offset = path.read_bytes(), 0
-        while offset + 12 <= len(data):
-            (length,) = struct.unpack("<Q", data[offset : offset + 8])
-            event = Event.FromString(data[offset + 12 : offset + 12 + length])
-            offset += 12 + length + 4
-            for value in event.summary.value:
-                if value.tag in by_step:
-                    by_step[value.tag][event.step] = value.simple_value
-    returns, episodes = by_step["train/episode_return"], by_step["train/episodes"]
-    steps = np.array(sorted(s for s in returns if episodes.get(s, 0) > 0))
-    return steps, np.array([returns[s] for s in steps])
-
-
-def plot(run_dir: Path, config: dict, steps: np.ndarray, returns: np.ndarray, out: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    eval_steps, curves = eval_curves(run_dir, ["eval_return"])
-    games = config["eval"]["episodes"]
-    fig, ax = plt.subplots(figsize=(6, 4))
-    if len(returns) >= SMOOTH:
-        smooth = np.convolve(returns, np.ones(SMOOTH) / SMOOTH, mode="valid")
-        ax.plot(steps[SMOOTH - 1 :], smooth, label=f"training episodes ({SMOOTH}-iteration mean)")
-    ax.plot(eval_steps, curves["eval_return"][0], "o-", label=f"greedy evaluation ({games} games)")
-    ax.axhline(CLEANRL_FINAL, color="gray", linestyle="--", label="CleanRL ppo_atari.py at 10M")
-    ax.axhline(BAR, color="gray", linestyle=":", label=f"{BAR:g}")
-    ax.set_xlabel("env steps")
-    ax.set_ylabel("game score")
-    ax.set_ylim(-21.5, 21.5)
-    ax.set_title("PPO on ALE/Pong-v5, `atari` preset, seed 0")
-    ax.legend(fontsize=7, loc="lower right")
-    fig.tight_layout()
-    fig.savefig(out, dpi=110)
-
-
 def report(run_dir: Path, config: dict, steps: np.ndarray, returns: np.ndarray, image: str) -> str:
-    rows = [
-        line.split(",")
-        for line in (run_dir / "evals.csv").read_text().splitlines()[1:]
-        if line.strip()
-    ]
-    table = markdown_table(
-        [
-            "env steps",
-            f"evaluation return ({config['eval']['episodes']} games)",
-            "std",
-            "training seconds so far",
-        ],
-        [
-            [fmt(float(r[2]), 0), fmt(float(r[3]), 2), fmt(float(r[4]), 2), fmt(float(r[5]), 0)]
-            for r in rows
-        ],
-    )
+    games = config["eval"]["episodes"]
     if len(returns):
         last = returns[-SMOOTH:]
         episodes = (
@@ -108,7 +54,7 @@ def report(run_dir: Path, config: dict, steps: np.ndarray, returns: np.ndarray, 
             "Trained in pieces (`resume=`): the last column is compile and run seconds summed "
             "over the pieces (a resumed run carries its count on; the gaps between pieces are "
             "not in it).",
-            table,
+            evaluations_table(run_dir, f"{games} games"),
             f"{episodes} CleanRL's `ppo_atari.py`: {CLEANRL_FINAL} ± 0.20 at 10M env steps "
             f"(its docs' table, PongNoFrameskip-v4, no sticky actions); the usual bar is {BAR:g}.",
             f"![PPO on Pong: training and evaluation returns against env steps]({image})",
@@ -122,10 +68,23 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=RESULTS / "ppo_pong.md")
     args = parser.parse_args()
     config = json.loads((args.run_dir / "config.json").read_text())
-    steps, returns = training_returns(args.run_dir)  # parsed once: a 10M run's events are large
+    steps, returns = logged_training_returns(args.run_dir)  # parsed once: a 10M run's are large
     image = args.out.with_suffix(".png")
     write_report(report(args.run_dir, config, steps, returns, image.name) + "\n", args.out)
-    plot(args.run_dir, config, steps, returns, image)
+    plot_run_curve(
+        args.run_dir,
+        f"greedy evaluation ({config['eval']['episodes']} games)",
+        steps,
+        returns,
+        SMOOTH,
+        [
+            (CLEANRL_FINAL, "--", "CleanRL ppo_atari.py at 10M"),
+            (BAR, ":", f"{BAR:g}"),
+        ],
+        ("game score", -21.5, 21.5),
+        "PPO on ALE/Pong-v5, `atari` preset, seed 0",
+        image,
+    )
 
 
 if __name__ == "__main__":
