@@ -157,6 +157,19 @@ def eval_curves(
     return steps, curves
 
 
+@dataclass(frozen=True)
+class LongRun:
+    """What the report of a long one-seed CLI run (trained in pieces with `resume=`) says beside
+    the numbers of its run directory."""
+
+    title: str  # the report's heading; the plot's title, with the seed
+    episodes: str  # what its evaluation episodes are called ("games")
+    y_axis: tuple[str, float, float]  # the plot's return axis: label, lowest, highest
+    references: tuple[tuple[float, str, str], ...]  # lines across the plot: value, style, label
+    reference_text: str  # the sentence that cites them
+    smooth: int  # iterations in the moving mean of the training-episode curve
+
+
 def logged_training_returns(run_dir: Path) -> tuple[Any, Any]:
     """(env steps, mean return of the training episodes that ended) per iteration that ended any,
     from a one-seed CLI run's TensorBoard events (what CleanRL's `charts/episodic_return` logs);
@@ -179,16 +192,17 @@ def logged_training_returns(run_dir: Path) -> tuple[Any, Any]:
     return steps, np.array([returns[s] for s in steps])
 
 
-def evaluations_table(run_dir: Path, episodes: str) -> str:
-    """A one-seed CLI run's evaluations (`evals.csv`) as a table: env steps, mean and std of its
-    greedy `episodes` ("10 games"), and compile + run seconds so far (summed over resumed
-    pieces)."""
+def _long_run_report(
+    run: LongRun, run_dir: Path, config: dict[str, Any], steps: Any, returns: Any, image: str
+) -> str:
+    import numpy as np
+
     with open(run_dir / "evals.csv", newline="") as f:
         by_iteration = {int(row["iteration"]): row for row in csv.DictReader(f)}  # last wins
-    return markdown_table(
+    table = markdown_table(
         [
             "env steps",
-            f"evaluation return ({episodes})",
+            f"evaluation return ({config['eval']['episodes']} {run.episodes})",
             "std",
             "training seconds so far",
         ],
@@ -202,23 +216,32 @@ def evaluations_table(run_dir: Path, episodes: str) -> str:
             for _, r in sorted(by_iteration.items())
         ],
     )
+    if len(returns):
+        last = returns[-run.smooth :]
+        training = (
+            f"Training episodes: mean return of the last {len(last)} iterations that ended any "
+            f"(to {int(steps[-1]):,} env steps): {np.mean(last):.1f}."
+        )
+    else:
+        training = "No training episodes were logged (`log.tensorboard=false`)."
+    return "\n\n".join(
+        [
+            f"# {run.title}",
+            f"Run directory `{run_dir}` on {machine()}; budget "
+            f"{config['budget']['env_steps']:,.0f} env steps, preset `{config.get('preset')}`. "
+            "Trained in pieces (`resume=`): the last column is compile and run seconds summed "
+            "over the pieces (a resumed run carries its count on; the gaps between pieces are "
+            "not in it).",
+            table,
+            f"{training} {run.reference_text}",
+            f"![{run.title}: training and evaluation returns against env steps]({image})",
+        ]
+    )
 
 
-def plot_run_curve(
-    run_dir: Path,
-    eval_label: str,
-    steps: Any,
-    returns: Any,
-    smooth: int,
-    references: Sequence[tuple[float, str, str]],
-    axes: tuple[str, float, float],
-    title: str,
-    out: Path,
+def _plot_long_run(
+    run: LongRun, run_dir: Path, config: dict[str, Any], steps: Any, returns: Any, out: Path
 ) -> None:
-    """A one-seed CLI run's curve: its training episodes' returns (`steps`, `returns`, a moving
-    mean over `smooth` iterations) and greedy evaluations (`eval_label`), with horizontal
-    `references` (value, line style, label) and the y axis's label and range (`axes`); saved to
-    `out`."""
     import matplotlib
     import numpy as np
 
@@ -227,19 +250,38 @@ def plot_run_curve(
 
     eval_steps, curves = eval_curves(run_dir, ["eval_return"])
     fig, ax = plt.subplots(figsize=(6, 4))
-    if len(returns) >= smooth:
-        mean = np.convolve(returns, np.ones(smooth) / smooth, mode="valid")
-        ax.plot(steps[smooth - 1 :], mean, label=f"training episodes ({smooth}-iteration mean)")
-    ax.plot(eval_steps, curves["eval_return"][0], "o-", label=eval_label)
-    for value, style, label in references:
-        ax.axhline(value, color="gray", linestyle=style, label=label)
+    if len(returns) >= run.smooth:
+        mean = np.convolve(returns, np.ones(run.smooth) / run.smooth, mode="valid")
+        label = f"training episodes ({run.smooth}-iteration mean)"
+        ax.plot(steps[run.smooth - 1 :], mean, label=label)
+    label = f"greedy evaluation ({config['eval']['episodes']} {run.episodes})"
+    ax.plot(eval_steps, curves["eval_return"][0], "o-", label=label)
+    for value, style, name in run.references:
+        ax.axhline(value, color="gray", linestyle=style, label=name)
     ax.set_xlabel("env steps")
-    ax.set_ylabel(axes[0])
-    ax.set_ylim(axes[1], axes[2])
-    ax.set_title(title)
+    ax.set_ylabel(run.y_axis[0])
+    ax.set_ylim(run.y_axis[1], run.y_axis[2])
+    ax.set_title(f"{run.title}, seed 0")
     ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(out, dpi=110)
+
+
+def report_long_run(run: LongRun, description: str, default_out: Path) -> None:
+    """The command line of a long run's report: `--run-dir DIR [--out PATH]` writes the report
+    and its curve (a PNG beside it) from the run directory."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--run-dir", type=Path, required=True)
+    parser.add_argument("--out", type=Path, default=default_out)
+    args = parser.parse_args()
+    config = json.loads((args.run_dir / "config.json").read_text())
+    steps, returns = logged_training_returns(args.run_dir)  # parsed once: a 10M run's are large
+    image = args.out.with_suffix(".png")
+    text = _long_run_report(run, args.run_dir, config, steps, returns, image.name)
+    write_report(text + "\n", args.out)
+    _plot_long_run(run, args.run_dir, config, steps, returns, image)
 
 
 def last_quarter_mean(steps: Sequence[int], values: Any) -> Any:
