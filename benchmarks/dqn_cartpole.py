@@ -39,6 +39,7 @@ CARTPOLE = ["agent=dqn", "env=CartPole-v1", "budget.env_steps=60000", "eval.ever
 PIXEL = [
     "agent=dqn",
     "env=pixel/CartPole-v1",
+    "preset=none",  # the one-step settings below, not the `pixel-cartpole` preset
     "env.num_envs=4",
     "agent.learning_rate=2.5e-4",
     "agent.anneal_lr=false",

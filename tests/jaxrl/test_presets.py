@@ -50,6 +50,7 @@ def test_auto_picks_the_preset_of_the_agent_and_env() -> None:
     assert label("sac", "gym/Humanoid-v5") is None
     assert label("es", "bullet/RaceCar-v0") == "es/racecar"
     assert label("dqn", "CartPole-v1", presets.NONE) is None
+    assert label("dqn", "pixel/CartPole-v1") == "dqn/pixel-cartpole"
     assert label("dqn", "pixel/CartPole-v1", "atari") == "dqn/atari"  # by name, on any env
     with pytest.raises(ConfigError, match=r"^preset=pong is not a preset of agent=ppo; valid: "):
         presets.choose("ppo", "ALE/Pong-v5", "pong")
