@@ -193,12 +193,15 @@ def logged_training_returns(run_dir: Path) -> tuple[Any, Any]:
 
 
 def _long_run_report(
-    run: LongRun, run_dir: Path, config: dict[str, Any], steps: Any, returns: Any, image: str
+    run: LongRun,
+    run_dir: Path,
+    config: dict[str, Any],
+    evals: list[dict[str, str]],
+    training: tuple[Any, Any],
+    image: str,
 ) -> str:
     import numpy as np
 
-    with open(run_dir / "evals.csv", newline="") as f:
-        by_iteration = {int(row["iteration"]): row for row in csv.DictReader(f)}  # last wins
     table = markdown_table(
         [
             "env steps",
@@ -213,34 +216,38 @@ def _long_run_report(
                 fmt(float(r["eval_return_std"]), 2),
                 fmt(float(r["elapsed_seconds"]), 0),
             ]
-            for _, r in sorted(by_iteration.items())
+            for r in evals
         ],
     )
+    steps, returns = training
     if len(returns):
         last = returns[-run.smooth :]
-        training = (
+        episodes = (
             f"Training episodes: mean return of the last {len(last)} iterations that ended any "
             f"(to {int(steps[-1]):,} env steps): {np.mean(last):.1f}."
         )
     else:
-        training = "No training episodes were logged (`log.tensorboard=false`)."
+        episodes = "No training episodes were logged (`log.tensorboard=false`)."
     return "\n\n".join(
         [
             f"# {run.title}",
             f"Run directory `{run_dir}` on {machine()}; budget "
             f"{config['budget']['env_steps']:,.0f} env steps, preset `{config.get('preset')}`. "
-            "Trained in pieces (`resume=`): the last column is compile and run seconds summed "
-            "over the pieces (a resumed run carries its count on; the gaps between pieces are "
-            "not in it).",
+            "The last column is compile and run seconds so far, summed over the pieces of a run "
+            "trained in pieces (`resume=`; the gaps between pieces are not in it).",
             table,
-            f"{training} {run.reference_text}",
+            f"{episodes} {run.reference_text}",
             f"![{run.title}: training and evaluation returns against env steps]({image})",
         ]
     )
 
 
 def _plot_long_run(
-    run: LongRun, run_dir: Path, config: dict[str, Any], steps: Any, returns: Any, out: Path
+    run: LongRun,
+    config: dict[str, Any],
+    evals: list[dict[str, str]],
+    training: tuple[Any, Any],
+    out: Path,
 ) -> None:
     import matplotlib
     import numpy as np
@@ -248,14 +255,15 @@ def _plot_long_run(
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    eval_steps, curves = eval_curves(run_dir, ["eval_return"])
+    steps, returns = training
     fig, ax = plt.subplots(figsize=(6, 4))
     if len(returns) >= run.smooth:
         mean = np.convolve(returns, np.ones(run.smooth) / run.smooth, mode="valid")
         label = f"training episodes ({run.smooth}-iteration mean)"
         ax.plot(steps[run.smooth - 1 :], mean, label=label)
     label = f"greedy evaluation ({config['eval']['episodes']} {run.episodes})"
-    ax.plot(eval_steps, curves["eval_return"][0], "o-", label=label)
+    eval_steps = [float(r["env_steps"]) for r in evals]
+    ax.plot(eval_steps, [float(r["eval_return"]) for r in evals], "o-", label=label)
     for value, style, name in run.references:
         ax.axhline(value, color="gray", linestyle=style, label=name)
     ax.set_xlabel("env steps")
@@ -277,11 +285,14 @@ def report_long_run(run: LongRun, description: str, default_out: Path) -> None:
     parser.add_argument("--out", type=Path, default=default_out)
     args = parser.parse_args()
     config = json.loads((args.run_dir / "config.json").read_text())
-    steps, returns = logged_training_returns(args.run_dir)  # parsed once: a 10M run's are large
+    with open(args.run_dir / "evals.csv", newline="") as f:
+        by_iteration = {int(row["iteration"]): row for row in csv.DictReader(f)}  # last wins
+    evals = [row for _, row in sorted(by_iteration.items())]
+    training = logged_training_returns(args.run_dir)  # read once: a 10M run's events are large
     image = args.out.with_suffix(".png")
-    text = _long_run_report(run, args.run_dir, config, steps, returns, image.name)
+    text = _long_run_report(run, args.run_dir, config, evals, training, image.name)
     write_report(text + "\n", args.out)
-    _plot_long_run(run, args.run_dir, config, steps, returns, image)
+    _plot_long_run(run, config, evals, training, image)
 
 
 def last_quarter_mean(steps: Sequence[int], values: Any) -> Any:
