@@ -16,6 +16,7 @@ CartPole state after each episode's last step with CartPole-v1's own thresholds.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 from pathlib import Path
 from typing import NamedTuple
@@ -90,6 +91,14 @@ def end_rows(played: list[Episode]) -> list[list[str]]:
     return rows
 
 
+def latest_checkpoint(run_dir: Path) -> str:
+    """The latest checkpoint's iteration and env steps (read before the policy loads it: a
+    training still running may write a newer one meanwhile)."""
+    iteration = max(int(d.name) for d in (run_dir / "checkpoints").iterdir() if d.name.isdigit())
+    per_iteration = json.loads((run_dir / "config.json").read_text())["agent"]["iteration_steps"]
+    return f"iteration {iteration}, {iteration * per_iteration:,} env steps"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run_dir", type=Path)
@@ -97,14 +106,16 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=100)
     parser.add_argument("--out", type=Path, default=None, help="write the report here")
     args = parser.parse_args()
+    checkpoint = latest_checkpoint(args.run_dir)
     played = play(args.run_dir, args.seed, args.episodes)
     steps = np.array([episode.cartpole_steps for episode in played])
     quartiles = ", ".join(f"{q:.0f}" for q in np.percentile(steps, [25, 50, 75]))
     text = (
         "# How greedy pixel CartPole episodes end\n\n"
         f"`python benchmarks/pixel_cartpole_episodes.py {args.run_dir} --episodes "
-        f"{args.episodes}` on {machine()}: the run's latest checkpoint, {len(played)} greedy "
-        f"episodes from reset seeds 0-{len(played) - 1}. Return (CartPole steps) mean "
+        f"{args.episodes}` on {machine()}: the run's latest checkpoint ({checkpoint}), "
+        f"{len(played)} greedy episodes from reset seeds 0-{len(played) - 1}. Return (CartPole "
+        f"steps) mean "
         f"{steps.mean():.1f}, quartiles {quartiles}.\n\n"
         + markdown_table(
             [
