@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING
 
-from jaxrl.config import ConfigError, EnvConfig
+from jaxrl.config import ConfigError, EnvConfig, did_you_mean
 
 if TYPE_CHECKING:
     from jaxrl.datatypes import Array
@@ -115,7 +115,8 @@ def check_id(env_id: str) -> None:
         check_gymnasium_id(env_id)
         return
     valid = ", ".join(registered() + OPEN_ENDED)
-    raise ConfigError(f"unknown env '{env_id}'; valid envs: {valid}{_gym_hint(env_id)}")
+    hint = did_you_mean(env_id, registered())
+    raise ConfigError(f"unknown env '{env_id}'; {hint}valid envs: {valid}{_gym_hint(env_id)}")
 
 
 def _gym_hint(env_id: str) -> str:

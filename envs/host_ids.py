@@ -4,13 +4,12 @@ bridge, so a misspelt name or a host env setting is refused in a fraction of a s
 
 from __future__ import annotations
 
-import difflib
 import functools
 import importlib
 
 import gymnasium
 
-from jaxrl.config import ConfigError, install_hint
+from jaxrl.config import ConfigError, did_you_mean, install_hint
 
 GYM_PREFIX = "gym/"
 # Our Gymnasium namespaces: the module whose import registers them (in every worker too).
@@ -85,10 +84,9 @@ def rom(env_id: str) -> str:
     if not games:
         raise ConfigError(f"env '{env_id}' needs ale_py: {install_hint('atari')}")
     if env_id not in games:
-        close = difflib.get_close_matches(env_id, games, n=3)
-        hint = f"did you mean {', '.join(close)}? " if close else ""
         raise ConfigError(
-            f"env '{env_id}' is not an Atari game; {hint}valid: ALE/<Game>-v5 for the "
+            f"env '{env_id}' is not an Atari game; {did_you_mean(env_id, games)}valid: "
+            f"ALE/<Game>-v5 for the "
             f"{len(games)} games of envs.host_ids.atari_games(), e.g. ALE/Breakout-v5, ALE/Pong-v5"
         )
     return games[env_id]

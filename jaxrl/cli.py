@@ -40,6 +40,7 @@ from jaxrl.config import (
     DistributedConfig,
     EnvConfig,
     RunConfig,
+    did_you_mean,
     flatten,
     install_hint,
     to_dict,
@@ -138,7 +139,8 @@ def _refuse_added_keys(cfg: DictConfig) -> None:
         extra = [k for k in node if k not in known]
         if extra:
             raise ConfigError(
-                f"unknown config key '{section}.{extra[0]}'; valid keys under '{section}': "
+                f"unknown config key '{section}.{extra[0]}'; "
+                f"{did_you_mean(str(extra[0]), known)}valid keys under '{section}': "
                 f"{', '.join(f.name for f in fields(schema))}"
             )
 
@@ -192,7 +194,8 @@ def check_group_choices(overrides: list[str]) -> None:
             )
         if key == "agent" and value not in agents.REGISTRY:
             raise ConfigError(
-                f"unknown agent '{value}'; valid agents: {', '.join(agents.REGISTRY)}"
+                f"unknown agent '{value}'; {did_you_mean(value, agents.REGISTRY)}valid agents: "
+                f"{', '.join(agents.REGISTRY)}"
             )
     for env_id in env_choices(overrides):
         envs.check_id(env_id)
@@ -268,8 +271,10 @@ def _explain_composition_error(e: BaseException, overrides: list[str]) -> str:
     if isinstance(inner, ConfigAttributeError | ConfigKeyError):
         full_key = inner.full_key or ""
         parent = full_key.rpartition(".")[0]
-        valid = ", ".join(valid_keys(parent, overrides))
-        return f"unknown config key '{full_key}'; valid keys{_under(parent)}: {valid}"
+        keys = valid_keys(parent, overrides)
+        hint = did_you_mean(full_key.rpartition(".")[2], keys)
+        valid = ", ".join(keys)
+        return f"unknown config key '{full_key}'; {hint}valid keys{_under(parent)}: {valid}"
     return _omegaconf_message(inner)
 
 

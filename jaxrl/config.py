@@ -7,8 +7,10 @@ over. Nothing here is ever traced.
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field, fields, is_dataclass, replace
 from typing import Any
 
@@ -24,6 +26,16 @@ def install_hint(extra: str) -> str:
     """How to add an optional dependency group: from the clone, as the README installs jaxrl
     (it is not on PyPI, so `pip install 'jaxrl[...]'` does not find it)."""
     return f'pip install -e ".[{extra}]"'
+
+
+def did_you_mean(name: str, choices: Iterable[str]) -> str:
+    """The hint a refusal puts before its list of valid values when `name` looks like a typo of
+    one of `choices` ("did you mean X? "), else "": a near miss is fixed without reading a list."""
+    close = difflib.get_close_matches(name, list(choices), n=3, cutoff=0.75)
+    if not close:
+        return ""
+    names = close[0] if len(close) == 1 else f"{', '.join(close[:-1])} or {close[-1]}"
+    return f"did you mean {names}? "
 
 
 def require(condition: bool, message: str) -> None:

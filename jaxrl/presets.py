@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from jaxrl.config import ConfigError, RunConfig, flatten, to_dict
+from jaxrl.config import ConfigError, RunConfig, did_you_mean, flatten, to_dict
 
 AUTO, NONE = "auto", "none"
 
@@ -461,8 +461,11 @@ def choose(agent: str, env_id: str, choice: str) -> Preset | None:
         return next((p for p in mine if any(fnmatch.fnmatchcase(env_id, e) for e in p.envs)), None)
     named = next((p for p in mine if p.name == choice), None)
     if named is None:
-        valid = ", ".join([AUTO, NONE, *dict.fromkeys(p.name for p in mine)])
-        raise ConfigError(f"preset={choice} is not a preset of agent={agent}; valid: {valid}")
+        names = [AUTO, NONE, *dict.fromkeys(p.name for p in mine)]
+        raise ConfigError(
+            f"preset={choice} is not a preset of agent={agent}; {did_you_mean(choice, names)}"
+            f"valid: {', '.join(names)}"
+        )
     return named
 
 

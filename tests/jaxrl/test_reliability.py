@@ -49,6 +49,16 @@ def assert_one_error_line(result: subprocess.CompletedProcess, code: int, start:
 BAD_INPUT: list[tuple[str, tuple[str, ...], str]] = [
     ("unknown-agent", ("agent=foo",), "error: unknown agent 'foo'; valid agents: es, ppo, a2c"),
     ("unknown-env", ("env=Foo-v0",), "error: unknown env 'Foo-v0'; valid envs: CartPole-v1"),
+    (
+        "agent-typo",
+        ("agent=ppo2",),
+        "error: unknown agent 'ppo2'; did you mean ppo or ppoc? valid agents: es, ppo",
+    ),
+    (
+        "env-typo",
+        ("env=CartPol-v1",),
+        "error: unknown env 'CartPol-v1'; did you mean CartPole-v1? valid envs: CartPole-v1",
+    ),
     ("gymnasium-id-without-gym/", ("env=LunarLander-v3",), "error: unknown env 'LunarLander-v3'"),
     ("unknown-brax-env", ("env=brax/foo",), "error: unknown env 'brax/foo'; valid envs:"),
     (
@@ -63,6 +73,17 @@ BAD_INPUT: list[tuple[str, tuple[str, ...], str]] = [
         "error: env 'gym/no_such_module:Foo-v0' needs no_such_module",
     ),
     ("unknown-agent-key", ("agent.foo=1",), "error: unknown config key 'agent.foo'; valid keys"),
+    (
+        "agent-key-typo",
+        ("agent=ppo", "agent.learning_rte=1e-3"),
+        "error: unknown config key 'agent.learning_rte'; did you mean learning_rate? valid keys "
+        "under 'agent': name, learning_rate",
+    ),
+    (
+        "added-agent-key-typo",
+        ("agent=ppo", "+agent.learnin_rate=1e-3"),
+        "error: unknown config key 'agent.learnin_rate'; did you mean learning_rate? valid keys",
+    ),
     ("unknown-key", ("foo=1",), "error: unknown config key 'foo'; valid keys: agent, env, seed"),
     ("unknown-env-key", ("env.foo=1",), "error: unknown config key 'env.foo'; valid keys under"),
     (
@@ -255,6 +276,11 @@ BAD_INPUT: list[tuple[str, tuple[str, ...], str]] = [
         "preset-of-another-agent",
         ("agent=es", "preset=atari"),
         "error: preset=atari is not a preset of agent=es; valid: auto, none, cartpole",
+    ),
+    (
+        "preset-typo",
+        ("agent=ppo", "preset=atar"),
+        "error: preset=atar is not a preset of agent=ppo; did you mean atari? valid: auto, none",
     ),
     (
         "hard-move-without-actuators",
