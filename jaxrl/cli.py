@@ -43,6 +43,7 @@ from jaxrl.config import (
     did_you_mean,
     flatten,
     install_hint,
+    suggest,
     to_dict,
 )
 from jaxrl.hyper import grid_points
@@ -130,6 +131,7 @@ def to_run_config(cfg: DictConfig) -> RunConfig:
 def _refuse_added_keys(cfg: DictConfig) -> None:
     """Keys `+key=value` added that the schema does not have (`+env.kwargs.g=1` on an env without
     kwargs): the same message as any unknown key, before OmegaConf trips over them."""
+    chosen = [f"agent={cfg.agent.name}", f"env={cfg.env.id}"]  # the schemas `key_hint` reads
     for section in ("agent", "env"):
         node = cfg.get(section)
         schema = OmegaConf.get_type(node) if isinstance(node, DictConfig) else None
@@ -140,7 +142,7 @@ def _refuse_added_keys(cfg: DictConfig) -> None:
         if extra:
             raise ConfigError(
                 f"unknown config key '{section}.{extra[0]}'; "
-                f"{did_you_mean(str(extra[0]), known)}valid keys under '{section}': "
+                f"{key_hint(f'{section}.{extra[0]}', chosen)}valid keys under '{section}': "
                 f"{', '.join(f.name for f in fields(schema))}"
             )
 
@@ -271,9 +273,8 @@ def _explain_composition_error(e: BaseException, overrides: list[str]) -> str:
     if isinstance(inner, ConfigAttributeError | ConfigKeyError):
         full_key = inner.full_key or ""
         parent = full_key.rpartition(".")[0]
-        keys = valid_keys(parent, overrides)
-        hint = did_you_mean(full_key.rpartition(".")[2], keys)
-        valid = ", ".join(keys)
+        valid = ", ".join(valid_keys(parent, overrides))
+        hint = key_hint(full_key, overrides)
         return f"unknown config key '{full_key}'; {hint}valid keys{_under(parent)}: {valid}"
     return _omegaconf_message(inner)
 
@@ -286,6 +287,21 @@ def _omegaconf_message(e: OmegaConfBaseException) -> str:
     full_key = getattr(e, "full_key", None) or "?"
     reason = str(getattr(e, "msg", e)).strip().splitlines()[0]
     return f"invalid value for '{full_key}': {reason}"
+
+
+def key_hint(full_key: str, overrides: list[str]) -> str:
+    """The hint for an unknown key: the same key in another section (`agent.num_envs` is
+    `env.num_envs`), else a near miss in its own section (`agent.learning_rte`), else ""."""
+    parent, _, leaf = full_key.rpartition(".")
+    sections = [  # agent's schema is the chosen agent's; the others have a default factory
+        f.name for f in fields(RunConfig) if f.name == "agent" or callable(f.default_factory)
+    ]
+    elsewhere = [
+        f"{section}.{leaf}"
+        for section in sections
+        if section != parent and leaf in valid_keys(section, overrides)
+    ]
+    return suggest(elsewhere) or did_you_mean(leaf, valid_keys(parent, overrides))
 
 
 def valid_keys(parent: str, overrides: list[str]) -> list[str]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import difflib
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, fields, is_dataclass, replace
 from typing import Any
 
@@ -31,11 +31,15 @@ def install_hint(extra: str) -> str:
 def did_you_mean(name: str, choices: Iterable[str]) -> str:
     """The hint a refusal puts before its list of valid values when `name` looks like a typo of
     one of `choices` ("did you mean X? "), else "": a near miss is fixed without reading a list."""
-    close = difflib.get_close_matches(name, list(choices), n=3, cutoff=0.75)
-    if not close:
+    return suggest(difflib.get_close_matches(name, list(choices), n=3, cutoff=0.75))
+
+
+def suggest(names: Sequence[str]) -> str:
+    """The hint naming `names`, "did you mean A, B or C? "; "" for none."""
+    if not names:
         return ""
-    names = close[0] if len(close) == 1 else f"{', '.join(close[:-1])} or {close[-1]}"
-    return f"did you mean {names}? "
+    listed = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
+    return f"did you mean {listed}? "
 
 
 def require(condition: bool, message: str) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from jaxrl.config import did_you_mean
+from jaxrl.config import did_you_mean, suggest
 
 
 def test_did_you_mean_names_near_misses_best_first_and_nothing_else() -> None:
@@ -15,3 +15,10 @@ def test_did_you_mean_names_near_misses_best_first_and_nothing_else() -> None:
     # At most three, tied scores (8/10 each) in difflib's order.
     hint = did_you_mean("abcd1", ["abcd2", "abcd3", "abcd4", "abcd5", "xyz"])
     assert hint == "did you mean abcd5, abcd4 or abcd3? "
+
+
+def test_suggest_lists_names_with_or_before_the_last() -> None:
+    assert suggest([]) == ""
+    assert suggest(["env.num_envs"]) == "did you mean env.num_envs? "
+    assert suggest(["a", "b"]) == "did you mean a or b? "
+    assert suggest(["a", "b", "c"]) == "did you mean a, b or c? "

@@ -80,6 +80,17 @@ BAD_INPUT: list[tuple[str, tuple[str, ...], str]] = [
         "under 'agent': name, learning_rate",
     ),
     (
+        "key-of-another-section",
+        ("agent=ppo", "agent.num_envs=8"),
+        "error: unknown config key 'agent.num_envs'; did you mean env.num_envs? valid keys under "
+        "'agent': name",
+    ),
+    (
+        "top-level-key-of-a-section",
+        ("env_steps=1000",),
+        "error: unknown config key 'env_steps'; did you mean budget.env_steps? valid keys: agent",
+    ),
+    (
         "added-agent-key-typo",
         ("agent=ppo", "+agent.learnin_rate=1e-3"),
         "error: unknown config key 'agent.learnin_rate'; did you mean learning_rate? valid keys",
