@@ -517,10 +517,12 @@ def last_json(stdout: str) -> dict[str, Any]:
     return json.loads(stdout.strip().splitlines()[-1])
 
 
-def write_report(text: str, out: Path) -> None:
-    """Print the report and write it to `out` (creating its directory)."""
+def write_report(text: str, out: Path | None) -> None:
+    """Print the report and write it to `out` (creating its directory); None: print only."""
     print()
     print(text)
+    if out is None:
+        return
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text)
     print(f"written to {out}")

@@ -179,10 +179,7 @@ def main() -> None:
         )
         + "\n"
     )
-    if args.out is None:
-        print(text)
-    else:
-        write_report(text, args.out)
+    write_report(text, args.out)
 
 
 if __name__ == "__main__":
