@@ -290,13 +290,16 @@ def _omegaconf_message(e: OmegaConfBaseException) -> str:
 
 
 def key_hint(full_key: str, overrides: list[str]) -> str:
-    """The hint for an unknown key: the same key in another section (`agent.num_envs` is
-    `env.num_envs`), else a near miss in its own section (`agent.learning_rte`), else ""."""
+    """The hint for an unknown key: the same key at the top or in another section
+    (`agent.num_seeds` is `num_seeds`, `agent.num_envs` is `env.num_envs`), else a near miss in
+    its own section (`agent.learning_rte`), else ""."""
     parent, _, leaf = full_key.rpartition(".")
+    top = [f.name for f in fields(RunConfig)]
     sections = [  # agent's schema is the chosen agent's; the others have a default factory
         f.name for f in fields(RunConfig) if f.name == "agent" or callable(f.default_factory)
     ]
-    elsewhere = [
+    elsewhere = [leaf] if parent and leaf in top else []
+    elsewhere += [
         f"{section}.{leaf}"
         for section in sections
         if section != parent and leaf in valid_keys(section, overrides)

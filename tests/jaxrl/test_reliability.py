@@ -86,6 +86,11 @@ BAD_INPUT: list[tuple[str, tuple[str, ...], str]] = [
         "'agent': name",
     ),
     (
+        "top-level-key-in-a-section",
+        ("agent.num_seeds=4",),
+        "error: unknown config key 'agent.num_seeds'; did you mean num_seeds? valid keys under",
+    ),
+    (
         "top-level-key-of-a-section",
         ("env_steps=1000",),
         "error: unknown config key 'env_steps'; did you mean budget.env_steps? valid keys: agent",
