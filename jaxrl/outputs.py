@@ -107,12 +107,50 @@ class RunLogger:
             write_text_atomic(self.csv_path, ",".join(self.columns) + "\n")
         purge = [None] * len(runs) if resumed_at is None else [s + 1 for s in resumed_at.env_steps]
         self.writers = []
+        self.tensorboard_error: OSError | None = None
         if tensorboard:
             writer_class = summary_writer_class()
             self.writers = [
                 writer_class(str(run_dir / "tb" / label), purge_step=p)
                 for label, p in zip(labels, purge, strict=True)
             ]
+            for writer in self.writers:
+                self._catch_write_errors(writer)
+
+    def _catch_write_errors(self, writer: Any) -> None:
+        """tensorboardX writes events on a thread of its own: a write that fails (a full disk)
+        would end that thread with a traceback, and the run's next events would then wait
+        forever on its bounded queue. The thread keeps running instead, the first error is kept,
+        and `_check_tensorboard` stops TensorBoard logging with one warning line."""
+        events = writer.file_writer.event_writer._ev_writer  # tensorboardX 2.x: its EventsWriter
+
+        def guard(write: Any) -> Any:
+            def guarded(*args: Any) -> Any:
+                try:
+                    return write(*args)
+                except OSError as e:
+                    self.tensorboard_error = self.tensorboard_error or e
+                    return None
+
+            return guarded
+
+        events.write_event = guard(events.write_event)
+        events.flush = guard(events.flush)
+
+    def _check_tensorboard(self) -> None:
+        """After a failed TensorBoard write: one warning, and no more TensorBoard (evals.csv,
+        checkpoints and the run go on; a full disk stops them in their own way)."""
+        if self.tensorboard_error is None or not self.writers:
+            return
+        writers, self.writers = self.writers, []
+        for writer in writers:
+            with contextlib.suppress(OSError):
+                writer.close()
+        print(
+            f"warning: TensorBoard logging stopped: could not write to {self.run_dir / 'tb'} "
+            f"({self.tensorboard_error})",
+            file=sys.stderr,
+        )
 
     def _run_key(self, values: dict[str, Any]) -> tuple[str, ...]:
         return tuple(str(values[c]) for c in self.runs[0])
@@ -146,6 +184,7 @@ class RunLogger:
         metrics (`train/<name>`): tensorboardX pickles each event through a multiprocessing queue
         to its writer thread, and an event per value made TensorBoard a third of a short PPO run
         (benchmarks/results/tensorboard_logging.md)."""
+        self._check_tensorboard()
         if not self.writers:
             return
         from tensorboardX.proto.summary_pb2 import Summary
@@ -167,6 +206,7 @@ class RunLogger:
     def log_eval(self, rows: dict[int, dict[str, float]]) -> None:
         """One evaluation row (EVAL_COLUMNS, and SUCCESS_COLUMN where the env reports success)
         per run index that trained in this chunk."""
+        self._check_tensorboard()
         for i, row in rows.items():
             if self.writers:
                 step = int(row["env_steps"])
@@ -180,6 +220,7 @@ class RunLogger:
                 w.writerow([{**self.runs[i], **row}[c] for c in self.columns])
 
     def close(self) -> None:
+        self._check_tensorboard()
         for writer in self.writers:
             writer.close()
 

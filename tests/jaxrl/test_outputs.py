@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import numpy as np
+import pytest
 from cli_helpers import tensorboard_events
 
 from jaxrl.outputs import RunLogger, per_episode_mean
@@ -71,6 +73,53 @@ def test_an_iteration_that_ended_no_episode_logs_no_episode_return(tmp_path: Pat
         (256, {"train/episodes": 0.0, "train/loss": 0.25}),
         (384, {"train/episodes": 1.0, "train/episode_return": 40.0, "train/loss": 0.125}),
     ]
+
+
+def test_a_tensorboard_write_that_fails_stops_tensorboard_in_one_line_and_hangs_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A full disk under tb/ (every event write raising EFBIG, as RLIMIT_FSIZE makes it): before,
+    tensorboardX's writer thread died with a traceback and the 11th event waited forever on its
+    queue of 10 (a CI run hung so). Now 100 iterations and an evaluation log within the time
+    limit, one warning line names the error, and evals.csv still gets its row."""
+    logger = RunLogger(tmp_path, [{"seed": 0}], ["a"], tensorboard=True)
+
+    def too_large(data: bytes) -> None:
+        raise OSError(27, "File too large")
+
+    logger.writers[0].file_writer.event_writer._ev_writer._py_recordio_writer.write = too_large
+    iterations = 100
+    metrics = {"loss": np.ones((1, iterations), np.float32)}
+    env_steps = np.arange(1, iterations + 1)[None] * 128
+
+    def log() -> None:
+        logger.log_iterations(metrics, env_steps, np.array([iterations]))
+        logger.log_eval(
+            {
+                0: {
+                    "iteration": 100,
+                    "env_steps": 12800,
+                    "eval_return": 1.5,
+                    "eval_return_std": 0.0,
+                    "elapsed_seconds": 1.0,
+                }
+            }
+        )
+        logger.close()
+
+    worker = threading.Thread(target=log, daemon=True)
+    worker.start()
+    worker.join(timeout=60)
+    assert not worker.is_alive(), "logging hung on tensorboardX's queue"
+    err = capsys.readouterr().err
+    warnings = [line for line in err.splitlines() if line.strip()]
+    assert warnings == [
+        f"warning: TensorBoard logging stopped: could not write to {tmp_path / 'tb'} "
+        "([Errno 27] File too large)"
+    ], err
+    assert logger.writers == []
+    rows = (tmp_path / "evals.csv").read_text().splitlines()
+    assert len(rows) == 2 and rows[1].startswith("0,100,12800,1.5"), rows
 
 
 def test_the_progress_lines_episode_return_is_over_the_chunks_episodes() -> None:
