@@ -122,7 +122,10 @@ class RunLogger:
         would end that thread with a traceback, and the run's next events would then wait
         forever on its bounded queue. The thread keeps running instead, the first error is kept,
         and `_check_tensorboard` stops TensorBoard logging with one warning line."""
-        events = writer.file_writer.event_writer._ev_writer  # tensorboardX 2.x: its EventsWriter
+        # tensorboardX 2.x's EventsWriter; another layout keeps tensorboardX's own behaviour.
+        events = getattr(getattr(writer.file_writer, "event_writer", None), "_ev_writer", None)
+        if events is None:
+            return
 
         def guard(write: Any) -> Any:
             def guarded(*args: Any) -> Any:
