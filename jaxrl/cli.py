@@ -131,7 +131,6 @@ def to_run_config(cfg: DictConfig) -> RunConfig:
 def _refuse_added_keys(cfg: DictConfig) -> None:
     """Keys `+key=value` added that the schema does not have (`+env.kwargs.g=1` on an env without
     kwargs): the same message as any unknown key, before OmegaConf trips over them."""
-    chosen = [f"agent={cfg.agent.name}", f"env={cfg.env.id}"]  # the schemas `key_hint` reads
     for section in ("agent", "env"):
         node = cfg.get(section)
         schema = OmegaConf.get_type(node) if isinstance(node, DictConfig) else None
@@ -140,11 +139,8 @@ def _refuse_added_keys(cfg: DictConfig) -> None:
         known = {f.name for f in fields(schema)}
         extra = [k for k in node if k not in known]
         if extra:
-            raise ConfigError(
-                f"unknown config key '{section}.{extra[0]}'; "
-                f"{key_hint(f'{section}.{extra[0]}', chosen)}valid keys under '{section}': "
-                f"{', '.join(f.name for f in fields(schema))}"
-            )
+            chosen = [f"agent={cfg.agent.name}", f"env={cfg.env.id}"]  # the schemas they read
+            raise ConfigError(unknown_key_message(f"{section}.{extra[0]}", chosen))
 
 
 def compose(overrides: list[str]) -> RunConfig:
@@ -271,12 +267,16 @@ def _explain_composition_error(e: BaseException, overrides: list[str]) -> str:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         return f"cannot use overrides {overrides}: {first}"
     if isinstance(inner, ConfigAttributeError | ConfigKeyError):
-        full_key = inner.full_key or ""
-        parent = full_key.rpartition(".")[0]
-        valid = ", ".join(valid_keys(parent, overrides))
-        hint = key_hint(full_key, overrides)
-        return f"unknown config key '{full_key}'; {hint}valid keys{_under(parent)}: {valid}"
+        return unknown_key_message(inner.full_key or "", overrides)
     return _omegaconf_message(inner)
+
+
+def unknown_key_message(full_key: str, overrides: list[str]) -> str:
+    """The one line for a key no schema has: the hint, then the keys its section accepts."""
+    parent = full_key.rpartition(".")[0]
+    valid = ", ".join(valid_keys(parent, overrides))
+    hint = key_hint(full_key, overrides)
+    return f"unknown config key '{full_key}'; {hint}valid keys{_under(parent)}: {valid}"
 
 
 def _under(parent: str) -> str:
