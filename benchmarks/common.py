@@ -417,15 +417,10 @@ def rerun_final_evaluation(result: Any, seed: int, games: str) -> tuple[float, s
     import numpy as np
 
     from envs.host import host_errors
-    from jaxrl.rollout import run_episodes
 
     summary, trainer = result.summary, result.trainer
     agent_state = jax.tree.map(lambda x: x[0], result.carry.agent_state)
-    evaluate = jax.jit(
-        lambda state, key: run_episodes(
-            trainer.eval_env, lambda obs, k: trainer.agent.act(state, obs, k, True), key
-        )
-    )
+    evaluate = jax.jit(lambda state, key: trainer.evaluate(trainer.agent, state, key))
     key = final_eval_key(seed, summary["iterations"])
     with host_errors():
         compiled = evaluate.lower(agent_state, key).compile()

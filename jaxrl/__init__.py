@@ -6,6 +6,7 @@ Python entry points (the CLI is `python -m jaxrl.run`):
     result = jaxrl.train(agent="ppo", num_seeds=4, grid={"agent": {"learning_rate": [1e-3, 3e-4]}})
     policy = jaxrl.load(result.run_dir)
     action = policy(obs)
+    scores = jaxrl.evaluate(result.run_dir, episodes=100)  # every run, 100 fresh episodes each
 
 Importing `jaxrl` imports neither JAX nor any agent or env: they load when first used.
 """
@@ -17,10 +18,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from jaxrl.evaluation import Evaluation
     from jaxrl.loop import RunResult
     from jaxrl.policy import Policy
 
-__all__ = ["Policy", "load", "train"]
+__all__ = ["Policy", "evaluate", "load", "train"]
 
 
 def train(
@@ -81,6 +83,24 @@ def load(run_dir: str | Path, seed: int | None = None, grid_point: int | None = 
     from jaxrl.policy import load_policy
 
     return load_policy(run_dir, seed, grid_point)
+
+
+def evaluate(
+    run_dir: str | Path,
+    episodes: int = 100,
+    seed: int | None = None,
+    grid_point: int | None = None,
+    checkpoint: int | None = None,
+    eval_seed: int = 0,
+) -> Evaluation:
+    """Score a run directory's runs (every seed and grid point, or the one `seed` and
+    `grid_point` pick) on `episodes` fresh deterministic episodes each, the same episodes for
+    every run, from checkpoint `checkpoint` (an iteration; default: the latest). The result's
+    `report()` is what `python -m jaxrl.evaluate` prints; `runs` hold each run's per-episode
+    returns, lengths and whether a time limit cut them."""
+    from jaxrl.evaluation import Request, evaluate_run
+
+    return evaluate_run(Request(Path(run_dir), episodes, seed, grid_point, checkpoint, eval_seed))
 
 
 def __getattr__(name: str) -> object:

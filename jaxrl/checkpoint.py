@@ -15,6 +15,7 @@ import contextlib
 import dataclasses
 import errno
 import itertools
+import json
 import logging
 import os
 import re
@@ -305,18 +306,31 @@ class Checkpointer:
         self._manager.close()
 
 
-def restore_agent_states(directory: Path, like: Any) -> Any:
-    """Only the agents' states (`Carry.agent_state`) of the latest checkpoint in `directory`,
-    without their replay buffers' items (those become None): what a policy needs, read without
-    knowing the env state's structure and without reading a buffer of gigabytes. Read-only: a
-    run still writing there is left alone (no cleanup of its temporary directories)."""
+def saved_steps(directory: Path) -> list[int]:
+    """The iterations of the finished checkpoints in `directory`, oldest first (temporary
+    directories of a write in progress are left out), read without a CheckpointManager: a
+    read-only manager logs two warnings per load."""
     directory = Path(directory).absolute()
-    # The finished steps' directories (temporary ones are left out), read without a
-    # CheckpointManager: a read-only manager logs two warnings per load.
-    steps = ocp.utils.checkpoint_steps(directory) if directory.is_dir() else []
+    return sorted(ocp.utils.checkpoint_steps(directory)) if directory.is_dir() else []
+
+
+def saved_meta(directory: Path, step: int) -> dict[str, Any]:
+    """The host-side totals saved beside the state of checkpoint `step` (`Checkpointer.save`'s
+    `meta`: each run's env steps, its last evaluation)."""
+    return json.loads((Path(directory) / str(step) / "meta" / "metadata").read_text())
+
+
+def restore_agent_states(directory: Path, like: Any, step: int | None = None) -> Any:
+    """Only the agents' states (`Carry.agent_state`) of checkpoint `step` (default: the latest)
+    in `directory`, without their replay buffers' items (those become None): what a policy
+    needs, read without knowing the env state's structure and without reading a buffer of
+    gigabytes. Read-only: a run still writing there is left alone (no cleanup of its temporary
+    directories)."""
+    directory = Path(directory).absolute()
+    steps = saved_steps(directory)
     if not steps:
         raise FileNotFoundError(f"no checkpoint in {directory}")
-    step = max(steps)
+    step = steps[-1] if step is None else step
     device = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
     target = {"agent_state": _without_buffer_items(like)}
     abstract = jax.tree.map(

@@ -50,7 +50,8 @@ from jaxrl.outputs import (
     write_text_atomic,
 )
 from jaxrl.prng import make_key
-from jaxrl.rollout import Episodes, run_episodes, while_each
+from jaxrl.rollout import Episodes, while_each
+from jaxrl.rollout import evaluate as evaluate_episodes
 from jaxrl.rundir import (
     CHECKPOINTS,
     ENV_SPEC,
@@ -412,14 +413,8 @@ class Trainer:
         return carry._replace(key=key), output
 
     def evaluate(self, agent: Agent, agent_state: Any, key: Key) -> Episodes:
-        """`eval.episodes` deterministic episodes, one per env, run in parallel (with the
-        agent's memory where its acting carries one)."""
-        if agent.act_with_memory is not None:
-            policy = lambda obs, k, memory: agent.act_with_memory(agent_state, obs, memory, k)
-            memory = agent.initial_memory(self.eval_env.spec.num_envs)
-            return run_episodes(self.eval_env, policy, key, memory)
-        policy = lambda obs, k: agent.act(agent_state, obs, k, True)
-        return run_episodes(self.eval_env, policy, key)
+        """`eval.episodes` deterministic episodes, one per env, run in parallel."""
+        return evaluate_episodes(agent, agent_state, self.eval_env, key)
 
 
 def _drop_run_axis(tree: Any) -> Any:

@@ -59,45 +59,101 @@ class Policy:
         return self._act(self.agent_state, jnp.asarray(obs, space.dtype), key)
 
 
+class SavedRun:
+    """A run directory read for acting: its config, env spec and grid, which of its runs a
+    (seed, grid point) is, and its agents' states from one checkpoint. Reading the config
+    imports no JAX work; only `agent_states` reads the checkpoint."""
+
+    def __init__(self, run_dir: str | Path) -> None:
+        from jaxrl.cli import resumed_config
+
+        self.run_dir = Path(run_dir)
+        self.cfg = resumed_config(str(run_dir))
+        self.points = hyper.grid_points(self.cfg.agent, self.cfg.grid.agent)
+        self.spec = EnvSpec.from_json(json.loads((self.run_dir / ENV_SPEC).read_text()))
+        self.entry = agents.REGISTRY[self.cfg.agent.name]
+        # Every run's state has the structure of the config's own agent: grid values change no
+        # shape.
+        self.agent_cfg = own_checkpoint_config(self.cfg.agent)
+
+    @property
+    def seeds(self) -> list[int]:
+        return self.cfg.seeds
+
+    @property
+    def num_runs(self) -> int:
+        return max(len(self.points), 1) * len(self.seeds)
+
+    def check_seed(self, seed: int) -> None:
+        if seed not in self.seeds:
+            raise ValueError(
+                f"seed {seed} was not trained in {self.run_dir}; its seeds are {self.seeds}"
+            )
+
+    def check_grid_point(self, grid_point: int | None) -> None:
+        if not self.points and grid_point is not None:
+            raise ValueError(f"{self.run_dir} trained no grid: leave grid_point out")
+        if self.points and grid_point is not None and not 0 <= grid_point < len(self.points):
+            raise ValueError(
+                f"grid_point {grid_point} is not one of {self.run_dir}'s: 0 to "
+                f"{len(self.points) - 1} (summary.json lists their values)"
+            )
+
+    def run_index(self, seed: int, grid_point: int | None) -> int:
+        """The index of a run in the checkpoint's run axis: runs are point-major (jaxrl.loop),
+        run r is point r // num_seeds, seed index r % num_seeds."""
+        return (grid_point or 0) * len(self.seeds) + self.seeds.index(seed)
+
+    def values(self, grid_point: int | None) -> dict[str, float]:
+        """A grid point's hyperparameter values; {} without a grid."""
+        return self.points[grid_point or 0] if self.points else {}
+
+    def agent(self, env: Any, values: dict[str, Any]) -> Agent:
+        """The agent on `env` with a run's grid values (Python floats, or traced under vmap)."""
+        agent_cfg = self.agent_cfg
+        if values:
+            agent_cfg = hyper.traced_config(
+                agent_cfg, {k: jnp.asarray(v, jnp.float32) for k, v in values.items()}
+            )
+        return self.entry.build(agent_cfg, env, self.cfg.budget.env_steps)
+
+    def checkpoints(self) -> list[int]:
+        """The iterations of the run's finished checkpoints, oldest first."""
+        from jaxrl.checkpoint import saved_steps
+
+        return saved_steps(self.run_dir / CHECKPOINTS)
+
+    def agent_states(self, checkpoint: int | None = None) -> Any:
+        """Every run's agent state (run axis first) from checkpoint `checkpoint` (default: the
+        latest), without replay buffer items."""
+        from jaxrl.checkpoint import restore_agent_states
+
+        shapes = jax.eval_shape(
+            self.entry.build(
+                self.agent_cfg, SpecOnlyEnv(self.spec), self.cfg.budget.env_steps
+            ).init,
+            make_key(self.seeds[0]),
+        )
+        like = jax.tree.map(
+            lambda x: jax.ShapeDtypeStruct((self.num_runs, *x.shape), x.dtype), shapes
+        )
+        return restore_agent_states(self.run_dir / CHECKPOINTS, like, checkpoint)
+
+
 def load_policy(
     run_dir: str | Path, seed: int | None = None, grid_point: int | None = None
 ) -> Policy:
     """The policy from a run directory's latest checkpoint; `seed` picks one of its seeds
     (default: the first), `grid_point` one of its grid's points (default: the first)."""
-    from jaxrl.checkpoint import restore_agent_states
-    from jaxrl.cli import resumed_config
-
-    cfg = resumed_config(str(run_dir))
-    seeds = cfg.seeds
-    seed = seeds[0] if seed is None else seed
-    if seed not in seeds:
-        raise ValueError(f"seed {seed} was not trained in {run_dir}; its seeds are {seeds}")
-    points = hyper.grid_points(cfg.agent, cfg.grid.agent)
-    if points:
-        grid_point = 0 if grid_point is None else grid_point
-        if not 0 <= grid_point < len(points):
-            raise ValueError(
-                f"grid_point {grid_point} is not one of {run_dir}'s: 0 to {len(points) - 1} "
-                f"(summary.json lists their values)"
-            )
-    elif grid_point is not None:
-        raise ValueError(f"{run_dir} trained no grid: leave grid_point out")
-    spec = EnvSpec.from_json(json.loads((Path(run_dir) / ENV_SPEC).read_text()))
-    entry = agents.REGISTRY[cfg.agent.name]
-    env = SpecOnlyEnv(spec)
-    # Runs are point-major (jaxrl.loop): run r is point r // num_seeds, seed index r % num_seeds.
-    num_runs = max(len(points), 1) * len(seeds)
-    index = (grid_point or 0) * len(seeds) + seeds.index(seed)
-    # Every run's state has the structure of the config's own agent: grid values change no shape.
-    agent_cfg = own_checkpoint_config(cfg.agent)
-    one = jax.eval_shape(entry.build(agent_cfg, env, cfg.budget.env_steps).init, make_key(seed))
-    like = jax.tree.map(lambda x: jax.ShapeDtypeStruct((num_runs, *x.shape), x.dtype), one)
-    states = restore_agent_states(Path(run_dir) / CHECKPOINTS, like)
-    agent_state = jax.tree.map(lambda x: x[index], states)
-    values = points[grid_point] if points else {}
-    agent_cfg = hyper.traced_config(agent_cfg, {k: jnp.float32(v) for k, v in values.items()})
-    agent = entry.build(agent_cfg, env, cfg.budget.env_steps)
-    return Policy(agent, agent_state, spec, seed, values)
+    saved = SavedRun(run_dir)
+    seed = saved.seeds[0] if seed is None else seed
+    saved.check_seed(seed)
+    saved.check_grid_point(grid_point)
+    index = saved.run_index(seed, grid_point)
+    agent_state = jax.tree.map(lambda x: x[index], saved.agent_states())
+    values = saved.values(grid_point)
+    agent = saved.agent(SpecOnlyEnv(saved.spec), values)
+    return Policy(agent, agent_state, saved.spec, seed, values)
 
 
 def load_named_run(

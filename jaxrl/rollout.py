@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxrl import normalize
-from jaxrl.datatypes import Array, Key, PyTree
+from jaxrl.datatypes import Agent, Array, Key, PyTree
 from jaxrl.env import Env, VectorEnv
 from jaxrl.normalize import RunningStats
 
@@ -22,6 +22,9 @@ MemoryPolicy = Callable[[Array, Key, PyTree], tuple[Array, PyTree]]
 class Episodes(NamedTuple):
     returns: Array  # float32[B]: return of each env's first episode
     lengths: Array  # int32[B]
+    # bool[B]: whether each env's first episode was cut by a time limit rather than ended by
+    # the env (a pole that never fell, a game that ran out of frames)
+    truncated: Array
     steps_computed: Array  # int32: loop iterations x B, finished envs included
     obs_stats: RunningStats  # statistics of the observations acted on (finished envs masked out)
     # bool[B]: whether each env's first episode ended in success; None unless the env's spec
@@ -84,7 +87,7 @@ def run_episodes(
         return jnp.any(alive) & (t < env.spec.max_episode_steps)
 
     def body(carry):
-        env_state, obs, alive, returns, lengths, successes, stats, t, key, memory = carry
+        env_state, obs, alive, returns, lengths, truncated, successes, stats, t, key, memory = carry
         key, act_key, step_key = jax.random.split(key, 3)
         stats = normalize.update(stats, obs, alive)
         if memory is None:
@@ -95,10 +98,23 @@ def run_episodes(
         ended = alive & ts.info["episode_done"]
         returns = jnp.where(ended, ts.info["episode_return"], returns)
         lengths = jnp.where(ended, ts.info["episode_length"], lengths)
+        truncated = jnp.where(ended, ts.truncated & ~ts.terminated, truncated)
         if reports_success:
             successes = jnp.where(ended, ts.info["episode_success"], successes)
         alive = alive & ~ended
-        return env_state, ts.obs, alive, returns, lengths, successes, stats, t + 1, key, memory
+        return (
+            env_state,
+            ts.obs,
+            alive,
+            returns,
+            lengths,
+            truncated,
+            successes,
+            stats,
+            t + 1,
+            key,
+            memory,
+        )
 
     per_env_stats = RunningStats(
         jnp.zeros((n,), jnp.float32),
@@ -112,11 +128,21 @@ def run_episodes(
         jnp.zeros((n,), jnp.float32),
         jnp.zeros((n,), jnp.int32),
         jnp.zeros((n,), bool),
+        jnp.zeros((n,), bool),
         per_env_stats,
         jnp.zeros((), jnp.int32),
         loop_key,
         memory,
     )
-    _, _, _, returns, lengths, successes, stats, t, *_ = while_each(cond, body, carry)
+    _, _, _, returns, lengths, truncated, successes, stats, t, *_ = while_each(cond, body, carry)
     successes = successes if reports_success else None
-    return Episodes(returns, lengths, t * n, normalize.merge(stats), successes)
+    return Episodes(returns, lengths, truncated, t * n, normalize.merge(stats), successes)
+
+
+def evaluate(agent: Agent, agent_state: PyTree, env: Env, key: Key) -> Episodes:
+    """One deterministic episode of `agent` per env of `env`, run in parallel (with the agent's
+    memory where its acting carries one): a run's evaluations and `jaxrl.evaluate`."""
+    if agent.act_with_memory is not None:
+        policy = lambda obs, k, memory: agent.act_with_memory(agent_state, obs, memory, k)
+        return run_episodes(env, policy, key, agent.initial_memory(env.spec.num_envs))
+    return run_episodes(env, lambda obs, k: agent.act(agent_state, obs, k, True), key)

@@ -85,6 +85,7 @@ def test_returns_lengths_and_truncation() -> None:
     ep = _run_toy(inc, 12)
     np.testing.assert_array_equal(ep.returns, [65.0, 35.0, 17.0, 12.0])
     np.testing.assert_array_equal(ep.lengths, [10, 5, 2, 12])
+    np.testing.assert_array_equal(ep.truncated, [False, False, False, True])  # env 3 only
     assert ep.returns.dtype == np.float32 and ep.lengths.dtype == np.int32
     assert int(ep.steps_computed) == 48
     _assert_stats(ep, _acted_on(inc, [10, 5, 2, 12]))
@@ -129,6 +130,7 @@ def test_cartpole_random_policy() -> None:
     np.testing.assert_array_equal(ep.returns, ep.lengths.astype(np.float32))
     assert np.all(ep.lengths >= 1) and np.all(ep.lengths <= 20)
     assert len(set(ep.lengths.tolist())) > 1  # some episodes terminated, not all truncated
+    assert not ep.truncated[ep.lengths < 20].any()  # the limit cuts only the 20-step ones
     assert int(ep.steps_computed) == ep.lengths.max() * 8
     assert float(ep.obs_stats.count) == ep.lengths.sum()
     # CartPole starts within ±0.05 and the pole falls at ±0.21 rad: the acted-on mean is small.
