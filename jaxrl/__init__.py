@@ -92,15 +92,27 @@ def evaluate(
     grid_point: int | None = None,
     checkpoint: int | None = None,
     eval_seed: int = 0,
+    deterministic: bool = True,
 ) -> Evaluation:
     """Score a run directory's runs (every seed and grid point, or the one `seed` and
     `grid_point` pick) on `episodes` fresh deterministic episodes each, the same episodes for
-    every run, from checkpoint `checkpoint` (an iteration; default: the latest). The result's
+    every run, from checkpoint `checkpoint` (an iteration; default: the latest), acting
+    deterministically or, with `deterministic=False`, as the agent explores. The result's
     `report()` is what `python -m jaxrl.evaluate` prints; `runs` hold each run's per-episode
     returns, lengths and whether a time limit cut them."""
     from jaxrl.evaluation import Request, evaluate_run
 
-    return evaluate_run(Request(Path(run_dir), episodes, seed, grid_point, checkpoint, eval_seed))
+    return evaluate_run(
+        Request(
+            Path(run_dir),
+            episodes=episodes,
+            seed=seed,
+            grid_point=grid_point,
+            checkpoint=checkpoint,
+            eval_seed=eval_seed,
+            deterministic=deterministic,
+        )
+    )
 
 
 def __getattr__(name: str) -> object:

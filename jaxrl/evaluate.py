@@ -43,10 +43,14 @@ def main(argv: list[str]) -> int:
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    print(scored.report())
     if request.out is not None:
         evaluation.write_json(scored, request.out)
-        print(f"written: {request.out}")
+    try:
+        print(scored.report())
+        if request.out is not None:
+            print(f"written: {request.out}", flush=True)
+    except BrokenPipeError:  # a reader that stopped early (`| head`) is no error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
 
 

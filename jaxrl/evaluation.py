@@ -26,7 +26,7 @@ from jaxrl.config import ConfigError, did_you_mean
 
 USAGE = (
     "python -m jaxrl.evaluate <run dir> [episodes=100] [seed=S] [grid_point=K] "
-    "[checkpoint=ITERATION] [eval_seed=0] [out=FILE.json]"
+    "[checkpoint=ITERATION] [eval_seed=0] [deterministic=true] [out=FILE.json]"
 )
 MAX_SEED = 2**32 - 1  # a seed makes its key as a uint32 does (jaxrl.prng.make_key)
 
@@ -43,6 +43,9 @@ class Request:
     checkpoint: int | None = None  # a saved iteration; None: the latest
     eval_seed: int = 0  # the episodes' key: the same number gives the same episodes
     out: Path | None = None  # a JSON file for the report
+    # False: act as the agent explores (sampled actions, DQN's final ε), as training episodes
+    # (and CleanRL's reported returns) do
+    deterministic: bool = True
 
     def __post_init__(self) -> None:
         if not (self.run_dir / "config.json").is_file():
@@ -58,7 +61,7 @@ class Request:
 
 
 INT_KEYS = ("episodes", "seed", "grid_point", "checkpoint", "eval_seed")
-KEYS = (*INT_KEYS, "out")
+KEYS = (*INT_KEYS, "deterministic", "out")
 
 
 def parse(argv: list[str]) -> Request:
@@ -81,6 +84,11 @@ def parse(argv: list[str]) -> Request:
             raise ConfigError(f"'{key}' is given twice")
         if key == "out":
             options[key] = Path(value).expanduser()
+            continue
+        if key == "deterministic":
+            if value.lower() not in ("true", "false"):
+                raise ConfigError(f"deterministic={value} must be true or false")
+            options[key] = value.lower() == "true"
             continue
         try:
             options[key] = int(value)
@@ -132,6 +140,7 @@ class Evaluation:
     checkpoint: int  # the checkpoint's iteration
     episodes: int
     eval_seed: int
+    deterministic: bool
     runs: list[RunScores]
     compile_seconds: float
     run_seconds: float
@@ -149,6 +158,7 @@ class Evaluation:
             "checkpoint": self.checkpoint,
             "episodes": self.episodes,
             "eval_seed": self.eval_seed,
+            "deterministic": self.deterministic,
             "mean_return": self.mean_return,
             "compile_seconds": self.compile_seconds,
             "run_seconds": self.run_seconds,
@@ -164,7 +174,10 @@ class Evaluation:
         }
 
     def report(self) -> str:
-        """A table, one row per run, and a closing line over all of them."""
+        """A table, one row per run, and a closing line over all of them; returns with two
+        decimals where all are below 10 in size (returns on a [0, 1] scale), else one."""
+        small = all(np.all(np.abs(run.returns) < 10) for run in self.runs)
+        number = lambda value: f"{value:.2f}" if small else f"{value:.1f}"
         successes = self.runs[0].successes is not None
         header = ["seed"] + (["grid point"] if self.runs[0].grid_point is not None else [])
         header += ["env steps", "mean ± std", "median", "min", "max", "length", "time limit"]
@@ -177,10 +190,10 @@ class Evaluation:
                 row.append(", ".join(f"{k}={v:g}" for k, v in run.values.items()))
             row += [
                 "?" if run.env_steps is None else f"{run.env_steps:,}",
-                f"{_number(s['return_mean'])} ± {_number(s['return_std'])}",
-                _number(s["return_median"]),
-                _number(s["return_min"]),
-                _number(s["return_max"]),
+                f"{number(s['return_mean'])} ± {number(s['return_std'])}",
+                number(s["return_median"]),
+                number(s["return_min"]),
+                number(s["return_max"]),
                 f"{s['length_mean']:.1f}",
                 f"{s['truncated_share']:.2f}",
             ]
@@ -191,20 +204,16 @@ class Evaluation:
             "  ".join(cell.rjust(w) for cell, w in zip(row, widths, strict=True)) for row in rows
         ]
         means = [run.returns.mean() for run in self.runs]
-        spread = f" (runs {_number(min(means))} … {_number(max(means))})" if len(means) > 1 else ""
+        spread = f" (runs {number(min(means))} … {number(max(means))})" if len(means) > 1 else ""
+        how = f"eval_seed={self.eval_seed}" + ("" if self.deterministic else ", stochastic")
         lines.append(
             f"{self.agent} on {self.env}, checkpoint {self.checkpoint}: mean return "
-            f"{_number(self.mean_return)}{spread} over {self.episodes} episodes × "
-            f"{len(self.runs)} run{'s' if len(self.runs) > 1 else ''} (eval_seed="
-            f"{self.eval_seed}) | compile {self.compile_seconds:.1f}s, run "
+            f"{number(self.mean_return)}{spread} over {self.episodes} episodes × "
+            f"{len(self.runs)} run{'s' if len(self.runs) > 1 else ''} ({how}) | compile "
+            f"{self.compile_seconds:.1f}s, run "
             f"{self.run_seconds:.1f}s | {self.run_dir}"
         )
         return "\n".join(lines)
-
-
-def _number(value: float) -> str:
-    """Two decimals below 10 in size (returns on a [0, 1] scale), one above: as a run reports."""
-    return f"{value:.2f}" if abs(value) < 10 else f"{value:.1f}"
 
 
 def evaluate_run(request: Request) -> Evaluation:
@@ -266,10 +275,15 @@ def evaluate_run(request: Request) -> Evaluation:
         # checked against it); they act on the evaluation's batch.
         trained_on = SpecOnlyEnv(saved.spec)
         plain_agent = saved.agent(trained_on, {})
+        if not request.deterministic and plain_agent.act_with_memory is not None:
+            raise ConfigError(
+                f"deterministic=false: {saved.cfg.agent.name} is evaluated with the options it "
+                "carries from step to step, which it runs deterministically; leave it out"
+            )
 
         def one_run(state: Any, run_values: dict[str, Any], key: jax.Array) -> Any:
             agent = saved.agent(trained_on, run_values) if run_values else plain_agent
-            return evaluate_episodes(agent, state, env, key)
+            return evaluate_episodes(agent, state, env, key, request.deterministic)
 
         program = jax.jit(jax.vmap(one_run))
         # Every run meets the same episodes: one key, repeated (each run's own copy, as a host
@@ -306,6 +320,7 @@ def evaluate_run(request: Request) -> Evaluation:
         checkpoint=checkpoint,
         episodes=request.episodes,
         eval_seed=request.eval_seed,
+        deterministic=request.deterministic,
         runs=runs,
         compile_seconds=compiled_at - start,
         run_seconds=done - compiled_at,

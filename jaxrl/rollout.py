@@ -139,10 +139,13 @@ def run_episodes(
     return Episodes(returns, lengths, truncated, t * n, normalize.merge(stats), successes)
 
 
-def evaluate(agent: Agent, agent_state: PyTree, env: Env, key: Key) -> Episodes:
-    """One deterministic episode of `agent` per env of `env`, run in parallel (with the agent's
-    memory where its acting carries one): a run's evaluations and `jaxrl.evaluate`."""
+def evaluate(
+    agent: Agent, agent_state: PyTree, env: Env, key: Key, deterministic: bool = True
+) -> Episodes:
+    """One episode of `agent` per env of `env`, run in parallel: deterministic (a run's
+    evaluations), or acting as the agent explores (`jaxrl.evaluate deterministic=false`). An
+    agent that acts with memory (options) is evaluated with it, deterministically."""
     if agent.act_with_memory is not None:
         policy = lambda obs, k, memory: agent.act_with_memory(agent_state, obs, memory, k)
         return run_episodes(env, policy, key, agent.initial_memory(env.spec.num_envs))
-    return run_episodes(env, lambda obs, k: agent.act(agent_state, obs, k, True), key)
+    return run_episodes(env, lambda obs, k: agent.act(agent_state, obs, k, deterministic), key)

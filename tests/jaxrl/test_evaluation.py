@@ -41,9 +41,9 @@ def evaluate_cli(*args: str) -> subprocess.CompletedProcess:
     )
 
 
-def play(env: Env, policy: jaxrl.Policy, key: jax.Array) -> Episodes:
-    """The policy's deterministic episodes, one per env, stepped by hand."""
-    act = lambda obs, k: policy.agent.act(policy.agent_state, obs, k, True)
+def play(env: Env, policy: jaxrl.Policy, key: jax.Array, deterministic: bool = True) -> Episodes:
+    """The policy's episodes, one per env, stepped by hand."""
+    act = lambda obs, k: policy.agent.act(policy.agent_state, obs, k, deterministic)
     return jax.jit(lambda k: run_episodes(env, act, k))(key)
 
 
@@ -77,6 +77,7 @@ def test_parse_refuses_bad_input_in_one_line(tmp_path: Path) -> None:
         (run, "episodes=0"): "episodes=0 must be >= 1",
         (run, "seed=1", "seed=2"): "'seed' is given twice",
         (run, "eval_seed=-1"): "eval_seed=-1 must be in 0 … 4294967295",
+        (run, "deterministic=maybe"): "deterministic=maybe must be true or false",
         (run, "out=/nowhere/x.json"): "out=/nowhere/x.json: the folder /nowhere does not exist",
         (str(tmp_path / "none"),): "none: no config.json there (is it a jaxrl run directory?)",
     }
@@ -85,8 +86,11 @@ def test_parse_refuses_bad_input_in_one_line(tmp_path: Path) -> None:
             parse(list(argv))
         assert message in str(caught.value), argv
         assert "\n" not in str(caught.value)
-    request = parse([run, "episodes=7", "seed=3", "grid_point=1", "checkpoint=9", "out=r.json"])
-    assert request == Request(Path(run), 7, 3, 1, 9, 0, Path("r.json"))
+    request = parse(
+        [run, "episodes=7", "seed=3", "grid_point=1", "checkpoint=9", "out=r.json", "eval_seed=4"]
+    )
+    assert request == Request(Path(run), 7, 3, 1, 9, 4, Path("r.json"), deterministic=True)
+    assert not parse([run, "deterministic=False"]).deterministic
 
 
 def test_cli_scores_every_run_on_the_same_episodes_and_writes_json(
@@ -148,6 +152,15 @@ def test_api_picks_runs_checkpoints_and_episodes(grid_run: Path) -> None:
     assert [r.env_steps for r in older.runs] == [trained[0], trained[2]]
     assert older.runs[0].env_steps < everything.runs[0].env_steps
 
+    # Acting as the agent explores: PPO's sampled actions, drawn from the evaluation's key.
+    sampled = jaxrl.evaluate(grid_run, episodes=EPISODES, seed=1, grid_point=1, deterministic=False)
+    env = envs.make(resumed_config(str(grid_run)).env, EPISODES)
+    policy = jaxrl.load(grid_run, seed=1, grid_point=1)
+    by_hand = jax.device_get(play(env, policy, make_key(0), deterministic=False))
+    np.testing.assert_array_equal(sampled.runs[0].returns, by_hand.returns)
+    assert not np.array_equal(sampled.runs[0].returns, alone.runs[0].returns)
+    assert "(eval_seed=0, stochastic)" in sampled.report()
+
     again = jaxrl.evaluate(grid_run, episodes=EPISODES)
     other = jaxrl.evaluate(grid_run, episodes=EPISODES, eval_seed=1)
     for same, first in zip(again.runs, everything.runs, strict=True):
@@ -207,3 +220,18 @@ def test_ctrl_c_stops_at_once_in_one_line(grid_run: Path) -> None:
     stdout, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130
     assert stderr.splitlines() == ["interrupted: nothing was written"] and stdout == ""
+
+
+def test_an_agent_that_acts_with_options_is_evaluated_deterministically_only(
+    tmp_path: Path,
+) -> None:
+    """The option-critic's evaluation carries its options (`act_with_memory`), which have no
+    sampled form: `deterministic=false` is refused in one line, the default works."""
+    run_dir = tmp_path / "oc"
+    jaxrl.train(
+        "agent=option_critic", "budget.env_steps=500", "log.progress=false", run_dir=run_dir
+    )
+    with pytest.raises(ConfigError, match=r"^deterministic=false: option_critic is evaluated with"):
+        jaxrl.evaluate(run_dir, episodes=2, deterministic=False)
+    scores = jaxrl.evaluate(run_dir, episodes=2)
+    np.testing.assert_array_equal(scores.runs[0].returns, scores.runs[0].lengths)
