@@ -266,7 +266,10 @@ def evaluate_run(request: Request) -> Evaluation:
     env = envs.make(saved.cfg.env, num_envs=request.episodes)
     try:
         check_same_spaces(f"{where}'s env", saved.spec, env.spec)
-        states = jax.tree.map(lambda x: x[indices], saved.agent_states(checkpoint))
+        try:
+            states = jax.tree.map(lambda x: x[indices], saved.agent_states(checkpoint))
+        except (ValueError, OSError) as e:  # removed meanwhile by the training writing there
+            raise ConfigError(f"{where}: cannot read checkpoint {checkpoint}: {e}") from None
         values = {
             key: np.asarray([saved.values(point)[key] for point, _ in selected], np.float32)
             for key in saved.values(None)
