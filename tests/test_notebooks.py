@@ -60,6 +60,8 @@ def check_quickstart(nb: nbformat.NotebookNode) -> None:
     episode = number_after(text, "episode_return")
     assert final_eval >= SOLVED, f"ES did not solve CartPole: final eval return {final_eval}"
     assert episode >= SOLVED, f"the loaded policy scored only {episode} in its episode"
+    evaluated = number_after(text, "evaluated")
+    assert evaluated >= SOLVED, f"the policy's mean over 100 episodes is only {evaluated}"
     assert image_count(nb) >= 1, "the learning curve was not displayed"
 
 
