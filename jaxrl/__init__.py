@@ -13,7 +13,7 @@ Importing `jaxrl` imports neither JAX nor any agent or env: they load when first
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -93,11 +93,13 @@ def evaluate(
     checkpoint: int | None = None,
     eval_seed: int = 0,
     deterministic: bool = True,
+    env_options: Sequence[str] = (),
 ) -> Evaluation:
     """Score a run directory's runs (every seed and grid point, or the one `seed` and
-    `grid_point` pick) on `episodes` fresh deterministic episodes each, the same episodes for
-    every run, from checkpoint `checkpoint` (an iteration; default: the latest), acting
-    deterministically or, with `deterministic=False`, as the agent explores. The result's
+    `grid_point` pick) on `episodes` fresh episodes each, the same episodes for every run, from
+    checkpoint `checkpoint` (an iteration; default: the latest), acting deterministically or,
+    with `deterministic=False`, as the agent explores, on the run's env or with `env_options`
+    (`("env.max_episode_steps=1000",)`, as on the command line). The result's
     `report()` is what `python -m jaxrl.evaluate` prints; `runs` hold each run's per-episode
     returns, lengths and whether a time limit cut them."""
     from jaxrl.evaluation import Request, evaluate_run
@@ -111,6 +113,7 @@ def evaluate(
             checkpoint=checkpoint,
             eval_seed=eval_seed,
             deterministic=deterministic,
+            env_options=tuple(env_options),
         )
     )
 

@@ -426,6 +426,22 @@ def resumed_config(run_dir: str | Path, overrides: Sequence[str] = ()) -> RunCon
     return config_from_dict(saved, f"resume={run_dir}")
 
 
+def with_env_options(cfg: RunConfig, options: Sequence[str], origin: str) -> RunConfig:
+    """`cfg` with the `env.*` options of `options` (`env.max_episode_steps=1000`,
+    `env.repeat_action_probability=0`, `+env.kwargs.<k>=…`) set as a fresh run of its agent on
+    its env would take them, checked the same way: how `jaxrl.evaluate` scores a run under other
+    env settings. The rest of `cfg` is kept as it is."""
+    saved = to_dict(cfg)
+    fresh = to_dict(compose([f"agent={cfg.agent.name}", f"env={cfg.env.id}", *options]))
+    for option in options:
+        *parents, leaf = _key(option).split(".")
+        source, target = fresh, saved
+        for part in parents:
+            source, target = source[part], target.setdefault(part, {})
+        target[leaf] = source[leaf]
+    return config_from_dict(saved, origin)
+
+
 def continued_job(cfg: RunConfig, run_dir: Path) -> RunConfig:
     """A `-m` job whose directory holds a run already: that run continued (`resume=`) when it
     was started with this job's config — a SLURM job requeued after preemption or its time

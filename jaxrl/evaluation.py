@@ -26,7 +26,8 @@ from jaxrl.config import ConfigError, did_you_mean
 
 USAGE = (
     "python -m jaxrl.evaluate <run dir> [episodes=100] [seed=S] [grid_point=K] "
-    "[checkpoint=ITERATION] [eval_seed=0] [deterministic=true] [out=FILE.json]"
+    "[checkpoint=ITERATION] [eval_seed=0] [deterministic=true] [out=FILE.json] "
+    "[env.<option>=VALUE ...]"
 )
 MAX_SEED = 2**32 - 1  # a seed makes its key as a uint32 does (jaxrl.prng.make_key)
 
@@ -46,6 +47,10 @@ class Request:
     # False: act as the agent explores (sampled actions, DQN's final ε), as training episodes
     # (and CleanRL's reported returns) do
     deterministic: bool = True
+    # `env.*` options the episodes are played with instead of the run's own (another time limit,
+    # Atari's sticky actions off, `+env.kwargs.<k>=…`); the observation and action spaces must
+    # stay the run's
+    env_options: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not (self.run_dir / "config.json").is_file():
@@ -62,6 +67,8 @@ class Request:
 
 INT_KEYS = ("episodes", "seed", "grid_point", "checkpoint", "eval_seed")
 KEYS = (*INT_KEYS, "deterministic", "out")
+# Env options that an evaluation sets itself or that would make it another env.
+FIXED_ENV_KEYS = ("env.id", "env.num_envs")
 
 
 def parse(argv: list[str]) -> Request:
@@ -72,13 +79,23 @@ def parse(argv: list[str]) -> Request:
         got = "none" if not positional else " ".join(positional)
         raise ConfigError(f"give one run directory (got {got}); usage: {USAGE}")
     options: dict[str, Any] = {}
+    env_options: list[str] = []
     for arg in argv:
         if "=" not in arg:
             continue
         key, _, value = arg.partition("=")
+        if key.startswith(("env.", "+env.")):
+            if key.lstrip("+") in FIXED_ENV_KEYS:
+                raise ConfigError(
+                    f"{arg}: an evaluation plays the run's env ({key.lstrip('+')} stays the "
+                    f"run's; episodes= sets the number of envs)"
+                )
+            env_options.append(arg)
+            continue
         if key not in KEYS:
             raise ConfigError(
-                f"unknown option '{key}'; {did_you_mean(key, KEYS)}valid: {', '.join(KEYS)}"
+                f"unknown option '{key}'; {did_you_mean(key, KEYS)}valid: {', '.join(KEYS)}, "
+                "env.<option>"
             )
         if key in options:
             raise ConfigError(f"'{key}' is given twice")
@@ -94,7 +111,7 @@ def parse(argv: list[str]) -> Request:
             options[key] = int(value)
         except ValueError:
             raise ConfigError(f"{key}={value} must be a whole number") from None
-    return Request(Path(positional[0]).expanduser(), **options)
+    return Request(Path(positional[0]).expanduser(), **options, env_options=tuple(env_options))
 
 
 @dataclasses.dataclass
@@ -141,6 +158,7 @@ class Evaluation:
     episodes: int
     eval_seed: int
     deterministic: bool
+    env_options: tuple[str, ...]
     runs: list[RunScores]
     compile_seconds: float
     run_seconds: float
@@ -159,6 +177,7 @@ class Evaluation:
             "episodes": self.episodes,
             "eval_seed": self.eval_seed,
             "deterministic": self.deterministic,
+            "env_options": list(self.env_options),
             "mean_return": self.mean_return,
             "compile_seconds": self.compile_seconds,
             "run_seconds": self.run_seconds,
@@ -205,7 +224,10 @@ class Evaluation:
         ]
         means = [run.returns.mean() for run in self.runs]
         spread = f" (runs {number(min(means))} … {number(max(means))})" if len(means) > 1 else ""
-        how = f"eval_seed={self.eval_seed}" + ("" if self.deterministic else ", stochastic")
+        how = ", ".join(
+            [f"eval_seed={self.eval_seed}", *self.env_options]
+            + ([] if self.deterministic else ["stochastic"])
+        )
         lines.append(
             f"{self.agent} on {self.env}, checkpoint {self.checkpoint}: mean return "
             f"{number(self.mean_return)}{spread} over {self.episodes} episodes × "
@@ -227,6 +249,7 @@ def evaluate_run(request: Request) -> Evaluation:
     import envs
     from envs.host import HostEnv, host_errors
     from jaxrl.checkpoint import saved_meta
+    from jaxrl.cli import with_env_options
     from jaxrl.env import SpecOnlyEnv
     from jaxrl.policy import SavedRun, check_same_spaces
     from jaxrl.prng import make_key
@@ -263,9 +286,13 @@ def evaluate_run(request: Request) -> Evaluation:
     selected = [(point, seed) for point in points for seed in seeds]
     indices = np.asarray([saved.run_index(seed, point) for point, seed in selected])
 
-    env = envs.make(saved.cfg.env, num_envs=request.episodes)
+    env_cfg = saved.cfg.env
+    if request.env_options:
+        env_cfg = with_env_options(saved.cfg, request.env_options, where).env
+    env = envs.make(env_cfg, num_envs=request.episodes)
     try:
-        check_same_spaces(f"{where}'s env", saved.spec, env.spec)
+        # "its" spaces are those of the env with the options, "this run's" the run's own.
+        check_same_spaces(" ".join(["the env with", *request.env_options]), env.spec, saved.spec)
         try:
             states = jax.tree.map(lambda x: x[indices], saved.agent_states(checkpoint))
         except (ValueError, OSError) as e:  # removed meanwhile by the training writing there
@@ -324,6 +351,7 @@ def evaluate_run(request: Request) -> Evaluation:
         episodes=request.episodes,
         eval_seed=request.eval_seed,
         deterministic=request.deterministic,
+        env_options=request.env_options,
         runs=runs,
         compile_seconds=compiled_at - start,
         run_seconds=done - compiled_at,

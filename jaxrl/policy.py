@@ -17,7 +17,7 @@ import numpy as np
 import agents
 from jaxrl import hyper
 from jaxrl.config import ConfigError, own_checkpoint_config
-from jaxrl.datatypes import Agent, EnvSpec
+from jaxrl.datatypes import Agent, Discrete, EnvSpec, Hybrid, Space
 from jaxrl.env import SpecOnlyEnv
 from jaxrl.prng import make_key
 from jaxrl.rundir import CHECKPOINTS, ENV_SPEC
@@ -179,7 +179,21 @@ def check_same_spaces(where: str, trained: EnvSpec, spec: EnvSpec) -> None:
     spaces than `spec`'s, compared as run directories record them."""
     for what in ("observation_space", "action_space"):
         if trained.to_json()[what] != spec.to_json()[what]:
-            raise ConfigError(
-                f"{where}: its {what} {getattr(trained, what)} is not this run's "
-                f"{getattr(spec, what)}"
-            )
+            theirs = describe_space(getattr(trained, what))
+            ours = describe_space(getattr(spec, what))
+            if theirs == ours:
+                theirs += " with other element-wise bounds"
+            raise ConfigError(f"{where}: its {what} {theirs} is not this run's {ours}")
+
+
+def describe_space(space: Space) -> str:
+    """A space in one short line: its kind, shape, dtype and range (bounds may be arrays of
+    thousands of elements)."""
+    if isinstance(space, Discrete):
+        return f"Discrete({space.n})"
+    if isinstance(space, Hybrid):
+        return f"Hybrid({space.choices.n} choices, {space.parameters.shape[0]} parameters)"
+    return (
+        f"Box of shape {space.shape} ({np.dtype(space.dtype).name} in "
+        f"[{np.min(space.low):g}, {np.max(space.high):g}])"
+    )

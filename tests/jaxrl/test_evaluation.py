@@ -80,6 +80,9 @@ def test_parse_refuses_bad_input_in_one_line(tmp_path: Path) -> None:
         (run, "deterministic=maybe"): "deterministic=maybe must be true or false",
         (run, "out=/nowhere/x.json"): "out=/nowhere/x.json: the folder /nowhere does not exist",
         (str(tmp_path / "none"),): "none: no config.json there (is it a jaxrl run directory?)",
+        (run, "env.num_envs=3"): "env.num_envs=3: an evaluation plays the run's env (env.num_envs "
+        "stays the run's; episodes= sets the number of envs)",
+        (run, "+env.id=Pendulum-v1"): "+env.id=Pendulum-v1: an evaluation plays the run's env",
     }
     for argv, message in refused.items():
         with pytest.raises(ConfigError) as caught:
@@ -91,6 +94,8 @@ def test_parse_refuses_bad_input_in_one_line(tmp_path: Path) -> None:
     )
     assert request == Request(Path(run), 7, 3, 1, 9, 4, Path("r.json"), deterministic=True)
     assert not parse([run, "deterministic=False"]).deterministic
+    options = ("env.max_episode_steps=50", "+env.kwargs.g=1")
+    assert parse([run, *options]).env_options == options
 
 
 def test_cli_scores_every_run_on_the_same_episodes_and_writes_json(
@@ -161,6 +166,15 @@ def test_api_picks_runs_checkpoints_and_episodes(grid_run: Path) -> None:
     assert not np.array_equal(sampled.runs[0].returns, alone.runs[0].returns)
     assert "(eval_seed=0, stochastic)" in sampled.report()
 
+    # Another time limit: the same episodes, cut at step 50 (an episode that ends there on its
+    # own is terminated, not truncated).
+    cut = jaxrl.evaluate(grid_run, episodes=EPISODES, env_options=("env.max_episode_steps=50",))
+    for short, full in zip(cut.runs, everything.runs, strict=True):
+        np.testing.assert_array_equal(short.returns, np.minimum(full.returns, 50))
+        np.testing.assert_array_equal(short.truncated, full.returns > 50)
+    assert any(run.truncated.any() for run in cut.runs)
+    assert "(eval_seed=0, env.max_episode_steps=50)" in cut.report()
+
     again = jaxrl.evaluate(grid_run, episodes=EPISODES)
     other = jaxrl.evaluate(grid_run, episodes=EPISODES, eval_seed=1)
     for same, first in zip(again.runs, everything.runs, strict=True):
@@ -222,16 +236,29 @@ def test_ctrl_c_stops_at_once_in_one_line(grid_run: Path) -> None:
     assert stderr.splitlines() == ["interrupted: nothing was written"] and stdout == ""
 
 
-def test_an_agent_that_acts_with_options_is_evaluated_deterministically_only(
-    tmp_path: Path,
-) -> None:
-    """The option-critic's evaluation carries its options (`act_with_memory`), which have no
-    sampled form: `deterministic=false` is refused in one line, the default works."""
+def test_option_critic_on_four_rooms_deterministic_and_on_its_own_spaces(tmp_path: Path) -> None:
+    """The deep option-critic's evaluation carries its options (`act_with_memory`), which have no
+    sampled form: `deterministic=false` is refused in one line; so are env options that change
+    the observations it was trained on. Four-rooms pays 1 at the goal, which ends the episode:
+    an episode that scores nothing is one the time limit cut."""
     run_dir = tmp_path / "oc"
     jaxrl.train(
-        "agent=option_critic", "budget.env_steps=500", "log.progress=false", run_dir=run_dir
+        "agent=option_critic",
+        "agent.network=deep",
+        "env=FourRooms-v0",
+        "budget.env_steps=500",
+        "log.progress=false",
+        run_dir=run_dir,
     )
     with pytest.raises(ConfigError, match=r"^deterministic=false: option_critic is evaluated with"):
         jaxrl.evaluate(run_dir, episodes=2, deterministic=False)
-    scores = jaxrl.evaluate(run_dir, episodes=2)
-    np.testing.assert_array_equal(scores.runs[0].returns, scores.runs[0].lengths)
+    with pytest.raises(ConfigError) as caught:
+        jaxrl.evaluate(run_dir, episodes=2, env_options=("env.observation=grid",))
+    assert str(caught.value) == (
+        "the env with env.observation=grid: its observation_space Box of shape (13, 13, 3) "
+        "(float32 in [0, 1]) is not this run's Box of shape (104,) (float32 in [0, 1])"
+    )
+    scores = jaxrl.evaluate(run_dir, episodes=8, env_options=("env.slip_prob=0",))
+    run = scores.runs[0]
+    np.testing.assert_array_equal(run.truncated, run.returns == 0)
+    np.testing.assert_array_equal(run.lengths[run.truncated], 1000)
