@@ -127,6 +127,10 @@ class RunScores:
     truncated: np.ndarray  # bool: cut by the time limit
     successes: np.ndarray | None  # bool, for envs whose episodes report success
 
+    @property
+    def mean_return(self) -> float:
+        return float(self.returns.astype(np.float64).mean())
+
     def summary(self) -> dict[str, Any]:
         returns = self.returns.astype(np.float64)
         out = {
@@ -166,7 +170,7 @@ class Evaluation:
     @property
     def mean_return(self) -> float:
         """The mean over runs of each run's mean return."""
-        return float(np.mean([run.returns.mean() for run in self.runs]))
+        return float(np.mean([run.mean_return for run in self.runs]))
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -222,7 +226,7 @@ class Evaluation:
         lines = [
             "  ".join(cell.rjust(w) for cell, w in zip(row, widths, strict=True)) for row in rows
         ]
-        means = [run.returns.mean() for run in self.runs]
+        means = [run.mean_return for run in self.runs]
         spread = f" (runs {number(min(means))} … {number(max(means))})" if len(means) > 1 else ""
         how = ", ".join(
             [f"eval_seed={self.eval_seed}", *self.env_options]
