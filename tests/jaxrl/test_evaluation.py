@@ -262,3 +262,17 @@ def test_option_critic_on_four_rooms_deterministic_and_on_its_own_spaces(tmp_pat
     run = scores.runs[0]
     np.testing.assert_array_equal(run.truncated, run.returns == 0)
     np.testing.assert_array_equal(run.lengths[run.truncated], 1000)
+
+
+def test_envs_that_report_success_get_its_rate(hyar_platform_run) -> None:
+    """Platform reports whether the player reached the goal: each run's success rate is the
+    share of its episodes that did, and the table gains a success column. (HyAR's learning run,
+    trained once for the suite.)"""
+    scores = jaxrl.evaluate(hyar_platform_run.run_dir, episodes=8)
+    assert len(scores.runs) == 4
+    for run in scores.runs:
+        assert run.successes is not None
+        assert run.summary()["success_rate"] == pytest.approx(run.successes.mean())
+        assert np.all(run.returns[run.successes] >= 0.95)  # the goal is the end of the level
+    assert any(run.successes.any() for run in scores.runs)
+    assert scores.report().splitlines()[0].split()[-1] == "success"
