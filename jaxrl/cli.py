@@ -724,6 +724,11 @@ def help_text(overrides: list[str]) -> str:
             "Override anything in the config (foo.bar=value); -m sweeps comma-separated values,",
             "grid.agent.<key>=[v1,v2] trains a grid in one program; --hydra-help: Hydra's flags.",
             "",
+            "== A trained run ==",
+            "python -m jaxrl.run resume=<run dir>: continue it",
+            "python -m jaxrl.evaluate <run dir> episodes=100: score it on fresh episodes",
+            "python -m jaxrl.sweep <run dir>: its seeds' and grid points' report",
+            "",
             config,
         ]
     )

@@ -189,6 +189,8 @@ def test_help_lists_the_choices_and_prints_the_composed_config() -> None:
     for name in ("CartPole-v1", "brax/hopper", "bullet/RaceCar-v0", "gym/<any Gymnasium id>"):
         assert name in choices["env"].split(", ")
     assert "  name: ppo\n" in result.stdout and "  ent_coef: 0.05\n" in result.stdout
+    # what to do with a trained run: continue, score, report
+    assert "python -m jaxrl.evaluate <run dir> episodes=100: score it" in result.stdout
     result = cli("agent.ent_coef=-1", "agent=ppo", "-h")
     assert result.returncode == 2 and result.stdout == ""
     lines = result.stderr.strip().splitlines()
