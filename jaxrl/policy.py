@@ -61,8 +61,8 @@ class Policy:
 
 class SavedRun:
     """A run directory read for acting: its config, env spec and grid, which of its runs a
-    (seed, grid point) is, and its agents' states from one checkpoint. Reading the config
-    imports no JAX work; only `agent_states` reads the checkpoint."""
+    (seed, grid point) is, and its agents' states from one checkpoint (only `agent_states`
+    reads one): what `jaxrl.load` and `jaxrl.evaluate` read."""
 
     def __init__(self, run_dir: str | Path) -> None:
         from jaxrl.cli import resumed_config
