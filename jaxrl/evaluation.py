@@ -15,8 +15,6 @@ run that is still training there.
 from __future__ import annotations
 
 import dataclasses
-import json
-import math
 from pathlib import Path
 from typing import Any
 
@@ -363,17 +361,7 @@ def evaluate_run(request: Request) -> Evaluation:
 
 
 def write_json(evaluation: Evaluation, path: Path) -> None:
-    """The report as JSON, written atomically (a reader never sees half a file). NaN returns
-    are written as null."""
-    from jaxrl.outputs import write_text_atomic
+    """The report as JSON, written atomically as a run's `summary.json` is."""
+    from jaxrl.outputs import write_json_atomic
 
-    def finite(value: Any) -> Any:
-        if isinstance(value, float) and not math.isfinite(value):
-            return None
-        if isinstance(value, dict):
-            return {k: finite(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [finite(v) for v in value]
-        return value
-
-    write_text_atomic(path, json.dumps(finite(evaluation.to_json()), indent=1) + "\n")
+    write_json_atomic(path, evaluation.to_json())
