@@ -136,7 +136,7 @@ class RunScores:
             "grid_point": self.grid_point,
             "values": self.values,
             "env_steps": self.env_steps,
-            "return_mean": float(returns.mean()),
+            "return_mean": self.mean_return,
             "return_std": float(returns.std()),
             "return_median": float(np.median(returns)),
             "return_min": float(returns.min()),
@@ -288,6 +288,16 @@ def evaluate_run(request: Request) -> Evaluation:
     selected = [(point, seed) for point in points for seed in seeds]
     indices = np.asarray([saved.run_index(seed, point) for point, seed in selected])
 
+    # The agents are built as the run built them, on its env batch (their settings are checked
+    # against it); they act on the evaluation's batch. Before any env is made: a refusal here
+    # starts no host env workers.
+    trained_on = SpecOnlyEnv(saved.spec)
+    plain_agent = saved.agent(trained_on, {})
+    if not request.deterministic and plain_agent.act_with_memory is not None:
+        raise ConfigError(
+            f"deterministic=false: {saved.cfg.agent.name} is evaluated with the options it "
+            "carries from step to step, which it runs deterministically; leave it out"
+        )
     env_cfg = saved.cfg.env
     if request.env_options:
         env_cfg = with_env_options(saved.cfg, request.env_options, where).env
@@ -303,15 +313,6 @@ def evaluate_run(request: Request) -> Evaluation:
             key: np.asarray([saved.values(point)[key] for point, _ in selected], np.float32)
             for key in saved.values(None)
         }
-        # The agents are built as the run built them, on its env batch (their settings are
-        # checked against it); they act on the evaluation's batch.
-        trained_on = SpecOnlyEnv(saved.spec)
-        plain_agent = saved.agent(trained_on, {})
-        if not request.deterministic and plain_agent.act_with_memory is not None:
-            raise ConfigError(
-                f"deterministic=false: {saved.cfg.agent.name} is evaluated with the options it "
-                "carries from step to step, which it runs deterministically; leave it out"
-            )
 
         def one_run(state: Any, run_values: dict[str, Any], key: jax.Array) -> Any:
             agent = saved.agent(trained_on, run_values) if run_values else plain_agent
@@ -336,7 +337,7 @@ def evaluate_run(request: Request) -> Evaluation:
         RunScores(
             seed=seed,
             grid_point=point,
-            values=saved.values(point) if point is not None else {},
+            values=saved.values(point),
             env_steps=int(trained[index]) if index < len(trained) else None,
             returns=np.asarray(episodes.returns[i]),
             lengths=np.asarray(episodes.lengths[i]),
