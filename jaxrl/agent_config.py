@@ -151,7 +151,8 @@ class OffPolicyConfig:
     anneal_lr: bool = False
     # A finished run of the same agent whose learner (networks, target networks, optimiser and
     # temperature states; its first seed's) every seed starts from, with an empty buffer and the
-    # warm-up as usual: fine-tuning, e.g. on a harder env of the same spaces. "": a fresh learner.
+    # warm-up as usual: fine-tuning, e.g. on a harder env of the same spaces, or at a lower or
+    # annealed rate (`anneal_lr` may differ: its schedule's count starts at 0). "": a fresh learner.
     init_from: str = ""
 
     def __post_init__(self) -> None:

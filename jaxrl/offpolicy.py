@@ -526,14 +526,36 @@ def trained_init(cfg: OffPolicyConfig, spec: EnvSpec, learner: Learner) -> Calla
     )
     check_same_spaces(where, trained_spec, spec)
     fresh = jax.eval_shape(learner.init, jax.random.key(0))
-    shapes = [(x.shape, x.dtype) for x in jax.tree.leaves(fresh)]
+    started = graft_learner(fresh, trained)
     require(
-        jax.tree.structure(fresh) == jax.tree.structure(trained)
-        and shapes == [(x.shape, x.dtype) for x in jax.tree.leaves(trained)],
+        started is not None,
         f"{where}: its networks have other shapes than this run's (agent.hidden_sizes and the "
         f"agent's other size keys must be the run's: see its config.yaml)",
     )
-    return lambda key: trained
+    return lambda key: started
+
+
+def graft_learner(fresh: PyTree, trained: PyTree) -> PyTree | None:
+    """`trained` laid out as `fresh` (abstract) is, leaf by leaf along the same paths; None where
+    any array differs in shape or place. Only optax step counts (leaves named `count`) may be in
+    one and not the other: a learning-rate schedule (`anneal_lr`) adds one to the optimiser
+    state, and the fine-tuning run's starts at 0, so its rate falls over its own updates."""
+    trained_leaves = dict(jax.tree_util.tree_flatten_with_path(trained)[0])
+    fresh_leaves, layout = jax.tree_util.tree_flatten_with_path(fresh)
+    step_count = jax.tree_util.GetAttrKey("count")
+    unmatched = trained_leaves.keys() - {path for path, _ in fresh_leaves}
+    if any(path[-1] != step_count for path in unmatched):
+        return None
+    leaves = []
+    for path, want in fresh_leaves:
+        got = trained_leaves.get(path)
+        if got is None and path[-1] == step_count:
+            leaves.append(jnp.zeros(want.shape, want.dtype))
+        elif got is None or (got.shape, got.dtype) != (want.shape, want.dtype):
+            return None
+        else:
+            leaves.append(got)
+    return jax.tree.unflatten(layout, leaves)
 
 
 @functools.lru_cache(maxsize=4)

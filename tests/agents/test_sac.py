@@ -257,6 +257,27 @@ def test_init_from_starts_every_seed_at_the_trained_learner(pendulum_sac_expert)
     assert np.asarray(carry.agent_state.env_steps).tolist() == [0, 0]
 
 
+def test_init_from_may_anneal_the_rate_of_a_run_that_did_not(pendulum_sac_expert):
+    """The expert ran without `anneal_lr`; a fine-tuning run with it has three more optimiser
+    leaves (one schedule count per Adam: actor, critics, α). Every leaf the two share is the
+    expert's, exactly, and the new counts are 0, so each rate starts at its configured value and
+    falls to 0 over the fine-tuning run's own updates."""
+    from jaxrl.policy import load_policy
+
+    expert = pendulum_sac_expert.run_dir
+    cfg = compose(
+        ["agent=sac", *EXPERT_SHAPES, "agent.anneal_lr=true", f"agent.init_from={expert}"]
+    )
+    started = jax.tree_util.tree_flatten_with_path(Trainer(cfg).initial_carry().agent_state.learner)
+    trained = dict(jax.tree_util.tree_flatten_with_path(load_policy(expert).agent_state.learner)[0])
+    new_counts = [leaf for path, leaf in started[0] if path not in trained]
+    assert len(new_counts) == 3
+    assert [np.asarray(count).tolist() for count in new_counts] == [[0]] * 3
+    for path, leaf in started[0]:
+        if path in trained:
+            np.testing.assert_array_equal(leaf[0], trained[path])
+
+
 def test_a_run_started_from_an_expert_acts_as_well_before_any_update(pendulum_sac_expert, tmp_path):
     """Through the CLI: 1,000 env steps, all of them warm-up (no update), evaluated at the end
     (10 deterministic episodes per seed). Started from the expert (−85.7 and −145.8 at 20k) the
