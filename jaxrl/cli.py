@@ -394,23 +394,27 @@ RESUMABLE = (
 )
 
 
-def resumed_config(run_dir: str | Path, overrides: Sequence[str] = ()) -> RunConfig:
+def resumed_config(
+    run_dir: str | Path, overrides: Sequence[str] = (), origin: str | None = None
+) -> RunConfig:
     """The config a run was started with (its `config.json`), with `overrides` of `RESUMABLE`
-    keys applied: a resumed run continues the same training."""
+    keys applied: a resumed run continues the same training. Refusals start with `origin`, what
+    named the run (default `resume=<run_dir>`; `agent.expert=<dir>` when a config key did)."""
     run_dir = Path(run_dir).expanduser()
+    origin = origin or f"resume={run_dir}"
     path = run_dir / "config.json"
     if not path.exists():
-        raise ConfigError(f"resume={run_dir}: no config.json there (is it a jaxrl run directory?)")
+        raise ConfigError(f"{origin}: no config.json there (is it a jaxrl run directory?)")
     try:
         saved = json.loads(path.read_text())
         name, env_id = saved["agent"]["name"], saved["env"]["id"]
     except (OSError, ValueError, KeyError, TypeError) as e:
-        raise ConfigError(f"resume={run_dir}: config.json is not readable: {e}") from None
+        raise ConfigError(f"{origin}: config.json is not readable: {e}") from None
     changed = [_key(o).lstrip("+~") for o in overrides]
     for key in changed:
         if key not in RESUMABLE and not key.startswith(LAUNCH_KEYS):
             raise ConfigError(
-                f"resume={run_dir}: '{key}' cannot change when a run continues (it would not be "
+                f"{origin}: '{key}' cannot change when a run continues (it would not be "
                 f"the same run); keys that can: {', '.join(RESUMABLE)}, {LAUNCH_KEYS}*"
             )
     # The processes of the launch that wrote config.json are gone: this launch's are given here.
@@ -423,7 +427,7 @@ def resumed_config(run_dir: str | Path, overrides: Sequence[str] = ()) -> RunCon
             target[leaf] = source[leaf]
     saved["resume"] = str(run_dir)
     saved["log"]["dir"] = str(run_dir)
-    return config_from_dict(saved, f"resume={run_dir}")
+    return config_from_dict(saved, origin)
 
 
 def with_env_options(cfg: RunConfig, options: Sequence[str], origin: str) -> RunConfig:

@@ -259,10 +259,7 @@ def evaluate_run(request: Request) -> Evaluation:
     from jaxrl.rundir import CHECKPOINTS
 
     where = str(request.run_dir)
-    try:
-        saved = SavedRun(request.run_dir)
-    except ConfigError as e:
-        raise ConfigError(f"{where}: {str(e).split(': ', 1)[-1]}") from None
+    saved = SavedRun(request.run_dir, origin=where)
     try:
         if request.seed is not None:
             saved.check_seed(request.seed)

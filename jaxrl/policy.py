@@ -64,11 +64,12 @@ class SavedRun:
     (seed, grid point) is, and its agents' states from one checkpoint (only `agent_states`
     reads one): what `jaxrl.load` and `jaxrl.evaluate` read."""
 
-    def __init__(self, run_dir: str | Path) -> None:
+    def __init__(self, run_dir: str | Path, origin: str | None = None) -> None:
+        """`origin` starts the line of a refusal (what named the run; default `resume=<dir>`)."""
         from jaxrl.cli import resumed_config
 
         self.run_dir = Path(run_dir)
-        self.cfg = resumed_config(str(run_dir))
+        self.cfg = resumed_config(str(run_dir), origin=origin)
         self.points = hyper.grid_points(self.cfg.agent, self.cfg.grid.agent)
         self.spec = EnvSpec.from_json(json.loads((self.run_dir / ENV_SPEC).read_text()))
         self.entry = agents.REGISTRY[self.cfg.agent.name]
@@ -145,7 +146,11 @@ def load_policy(
 ) -> Policy:
     """The policy from a run directory's latest checkpoint; `seed` picks one of its seeds
     (default: the first), `grid_point` one of its grid's points (default: the first)."""
-    saved = SavedRun(run_dir)
+    return saved_policy(SavedRun(run_dir), seed, grid_point)
+
+
+def saved_policy(saved: SavedRun, seed: int | None, grid_point: int | None) -> Policy:
+    """The policy of one (seed, grid point) of `saved` from its latest checkpoint."""
     seed = saved.seeds[0] if seed is None else seed
     saved.check_seed(seed)
     saved.check_grid_point(grid_point)
@@ -163,12 +168,11 @@ def load_named_run(
     (`agent.expert`, `agent.init_from`): anything that stops it loading is one ConfigError line
     naming `key`, raised before anything compiles."""
     where = f"{key}={run_dir}"
-    if not (Path(run_dir) / "config.json").is_file():
-        raise ConfigError(f"{where}: no config.json there (is it a jaxrl run directory?)")
     try:
-        policy = load_policy(run_dir, seed, grid_point)
-    except ConfigError as e:
-        raise ConfigError(f"{where}: {str(e).split(': ', 1)[-1]}") from None
+        policy = saved_policy(SavedRun(run_dir, origin=where), seed, grid_point)
+    except ConfigError as e:  # a refusal from further in (the checkpoint, the agent) named too
+        message = str(e)
+        raise ConfigError(message if message.startswith(where) else f"{where}: {message}") from None
     except (ValueError, OSError) as e:
         raise ConfigError(f"{where}: cannot load its policy: {e}") from None
     return policy, json.loads((Path(run_dir) / "config.json").read_text())
