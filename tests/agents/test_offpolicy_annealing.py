@@ -6,14 +6,18 @@ own steps (one per `policy_delay`)."""
 from __future__ import annotations
 
 import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
 import pytest
 from trees import tree_equal
 
 import agents
 import envs
 from jaxrl.config import ConfigError, EnvConfig
+from jaxrl.datatypes import PyTree
 from jaxrl.deterministic import make_deterministic_learner
-from jaxrl.offpolicy import num_updates
+from jaxrl.offpolicy import graft_learner, num_updates
 from jaxrl.prng import make_key
 
 # One env: a round is one step; the first update comes after step 16. A 64-step budget in
@@ -63,3 +67,46 @@ def test_annealing_without_a_budget_is_refused():
     spec = envs.make(EnvConfig("Pendulum-v1")).spec
     with pytest.raises(ConfigError, match=r"agent\.anneal_lr=true needs the run's budget"):
         make_deterministic_learner(cfg, spec)
+
+
+def _trained(tx: optax.GradientTransformation) -> tuple[dict, optax.OptState]:
+    """Parameters and optimiser state after one update (Adam's count 1, its moments non-zero)."""
+    params = {"w": jnp.arange(3.0)}
+    opt_state = tx.init(params)
+    updates, opt_state = tx.update({"w": jnp.array([1.0, 2.0, 3.0])}, opt_state, params)
+    return optax.apply_updates(params, updates), opt_state
+
+
+def _layout(tx: optax.GradientTransformation, params: dict) -> PyTree:
+    """A fresh learner's (parameters, optimiser state), abstract, as `trained_init` sees it."""
+    return jax.eval_shape(lambda p: (p, tx.init(p)), params)
+
+
+def test_agent_init_from_grafts_a_learner_whether_or_not_either_anneals():
+    """`agent.init_from`'s graft: a trained state laid onto a fresh learner's layout keeps every
+    shared leaf (parameters, Adam's count and moments) and differs only in schedule counts — a
+    run that anneals gets one at 0, one that does not drops it. Anything else that does not line
+    up (another shape, another leaf) is no graft."""
+    plain = optax.chain(optax.clip_by_global_norm(1.0), optax.adam(1e-3))
+    annealed = optax.chain(
+        optax.clip_by_global_norm(1.0), optax.adam(optax.linear_schedule(1e-3, 0.0, 10))
+    )
+    for source, target in ((plain, annealed), (annealed, plain)):
+        trained = _trained(source)
+        fresh = _layout(target, trained[0])
+        grafted = graft_learner(fresh, trained)
+        assert jax.tree.structure(grafted) == jax.tree.structure(fresh)
+        params, (_, (adam, schedule)) = grafted
+        trained_params, (_, (trained_adam, _)) = trained
+        assert tree_equal((params, adam), (trained_params, trained_adam))
+        assert int(adam.count) == 1 and float(adam.mu["w"][2]) != 0.0
+        # Annealed from here: the rate starts at 1e-3 (count 0); else no schedule state at all.
+        counts = jax.tree.leaves(schedule)
+        assert [np.asarray(c).tolist() for c in counts] == ([0] if target is annealed else [])
+
+    params, opt_state = _trained(plain)
+    wider = _layout(plain, {"w": jnp.zeros(4)})
+    assert graft_learner(wider, (params, opt_state)) is None
+    with_bias = {**params, "b": jnp.zeros(())}
+    assert graft_learner(_layout(plain, with_bias), (params, opt_state)) is None
+    assert graft_learner(_layout(plain, params), (with_bias, plain.init(with_bias))) is None
