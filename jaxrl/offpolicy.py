@@ -25,7 +25,7 @@ import optax
 
 from jaxrl import frame_replay, prioritized, replay
 from jaxrl.agent_config import EpsilonGreedyConfig, OffPolicyConfig
-from jaxrl.config import require
+from jaxrl.config import ConfigError, require
 from jaxrl.datatypes import Action, Agent, Array, EnvSpec, Key, Metrics, PyTree, Transition
 from jaxrl.env import Env, random_actions
 from jaxrl.frame_replay import FrameReplayState
@@ -526,35 +526,44 @@ def trained_init(cfg: OffPolicyConfig, spec: EnvSpec, learner: Learner) -> Calla
     )
     check_same_spaces(where, trained_spec, spec)
     fresh = jax.eval_shape(learner.init, jax.random.key(0))
-    started = graft_learner(fresh, trained)
-    require(
-        started is not None,
-        f"{where}: its networks have other shapes than this run's (agent.hidden_sizes and the "
-        f"agent's other size keys must be the run's: see its config.yaml)",
-    )
+    try:
+        started = graft_learner(fresh, trained)
+    except ValueError as e:
+        raise ConfigError(
+            f"{where}: its learner state does not line up with this run's ({e}); "
+            "agent.hidden_sizes and the agent's other size keys must be the run's: see its "
+            "config.yaml"
+        ) from None
     return lambda key: started
 
 
-def graft_learner(fresh: PyTree, trained: PyTree) -> PyTree | None:
-    """`trained` laid out as `fresh` (abstract) is, leaf by leaf along the same paths; None where
-    any array differs in shape or place. Only optax step counts (leaves named `count`) may be in
-    one and not the other: a learning-rate schedule (`anneal_lr`) adds one to the optimiser
-    state, and the fine-tuning run's starts at 0, so its rate falls over its own updates."""
+def graft_learner(fresh: PyTree, trained: PyTree) -> PyTree:
+    """`trained` laid out as `fresh` (abstract) is, leaf by leaf along the same paths; a
+    ValueError names the first leaf that differs in shape or place. Only optax step counts
+    (leaves named `count`) may be in one and not the other: a learning-rate schedule
+    (`anneal_lr`) adds one to the optimiser state, and the fine-tuning run's starts at 0, so its
+    rate falls over its own updates."""
     trained_leaves = dict(jax.tree_util.tree_flatten_with_path(trained)[0])
     fresh_leaves, layout = jax.tree_util.tree_flatten_with_path(fresh)
     step_count = jax.tree_util.GetAttrKey("count")
-    unmatched = trained_leaves.keys() - {path for path, _ in fresh_leaves}
-    if any(path[-1] != step_count for path in unmatched):
-        return None
     leaves = []
     for path, want in fresh_leaves:
         got = trained_leaves.get(path)
         if got is None and path[-1] == step_count:
             leaves.append(jnp.zeros(want.shape, want.dtype))
-        elif got is None or (got.shape, got.dtype) != (want.shape, want.dtype):
-            return None
+        elif got is None:
+            raise ValueError(f"this run has {jax.tree_util.keystr(path)}, which it has not")
+        elif (got.shape, got.dtype) != (want.shape, want.dtype):
+            raise ValueError(
+                f"{jax.tree_util.keystr(path)} is {got.dtype}{list(got.shape)} there, "
+                f"{want.dtype}{list(want.shape)} here"
+            )
         else:
             leaves.append(got)
+    fresh_paths = {path for path, _ in fresh_leaves}
+    for path in trained_leaves:
+        if path not in fresh_paths and path[-1] != step_count:
+            raise ValueError(f"it has {jax.tree_util.keystr(path)}, which this run has not")
     return jax.tree.unflatten(layout, leaves)
 
 

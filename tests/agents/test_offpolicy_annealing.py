@@ -5,6 +5,8 @@ own steps (one per `policy_delay`)."""
 
 from __future__ import annotations
 
+import re
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -86,7 +88,7 @@ def test_agent_init_from_grafts_a_learner_whether_or_not_either_anneals():
     """`agent.init_from`'s graft: a trained state laid onto a fresh learner's layout keeps every
     shared leaf (parameters, Adam's count and moments) and differs only in schedule counts — a
     run that anneals gets one at 0, one that does not drops it. Anything else that does not line
-    up (another shape, another leaf) is no graft."""
+    up (another shape, another leaf) is refused, naming the first such leaf."""
     plain = optax.chain(optax.clip_by_global_norm(1.0), optax.adam(1e-3))
     annealed = optax.chain(
         optax.clip_by_global_norm(1.0), optax.adam(optax.linear_schedule(1e-3, 0.0, 10))
@@ -106,7 +108,12 @@ def test_agent_init_from_grafts_a_learner_whether_or_not_either_anneals():
 
     params, opt_state = _trained(plain)
     wider = _layout(plain, {"w": jnp.zeros(4)})
-    assert graft_learner(wider, (params, opt_state)) is None
+    with pytest.raises(
+        ValueError, match=re.escape("[0]['w'] is float32[3] there, float32[4] here")
+    ):
+        graft_learner(wider, (params, opt_state))
     with_bias = {**params, "b": jnp.zeros(())}
-    assert graft_learner(_layout(plain, with_bias), (params, opt_state)) is None
-    assert graft_learner(_layout(plain, params), (with_bias, plain.init(with_bias))) is None
+    with pytest.raises(ValueError, match=re.escape("this run has [0]['b'], which it has not")):
+        graft_learner(_layout(plain, with_bias), (params, opt_state))
+    with pytest.raises(ValueError, match=re.escape("it has [0]['b'], which this run has not")):
+        graft_learner(_layout(plain, params), (with_bias, plain.init(with_bias)))

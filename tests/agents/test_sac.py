@@ -330,7 +330,8 @@ def test_init_from_refuses_runs_it_cannot_start_from(pendulum_sac_expert, tmp_pa
         ),
         (
             ["agent=sac", "env=Pendulum-v1", "agent.hidden_sizes=[32]", init],
-            r"its networks have other shapes than this run's",
+            r"its learner state does not line up with this run's \(\.actor_params\['params'\]"
+            r"\['Dense_0'\]\['kernel'\] is float32\[64, 1\] there, float32\[32, 1\] here\)",
         ),
     ]
     for overrides, message in refusals:
