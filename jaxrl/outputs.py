@@ -129,6 +129,10 @@ class RunLogger:
 
         def guard(write: Any) -> Any:
             def guarded(*args: Any) -> Any:
+                if self.tensorboard_error is not None:
+                    # Nothing more is written: the file may be closed by now, and tensorboardX's
+                    # exit hook flushes it once more (a "flush of closed file" traceback).
+                    return None
                 try:
                     return write(*args)
                 except OSError as e:

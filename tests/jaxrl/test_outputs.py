@@ -81,13 +81,24 @@ def test_a_tensorboard_write_that_fails_stops_tensorboard_in_one_line_and_hangs_
     """A full disk under tb/ (every event write raising EFBIG, as RLIMIT_FSIZE makes it): before,
     tensorboardX's writer thread died with a traceback and the 11th event waited forever on its
     queue of 10 (a CI run hung so). Now 100 iterations and an evaluation log within the time
-    limit, one warning line names the error, and evals.csv still gets its row."""
+    limit, one warning line names the error, and evals.csv still gets its row; the file's
+    close failing too, tensorboardX's exit hook closing it again writes nothing (before: a
+    "flush of closed file" traceback as the process ended)."""
     logger = RunLogger(tmp_path, [{"seed": 0}], ["a"], tensorboard=True)
 
     def too_large(data: bytes) -> None:
         raise OSError(27, "File too large")
 
-    logger.writers[0].file_writer.event_writer._ev_writer._py_recordio_writer.write = too_large
+    event_writer = logger.writers[0].file_writer.event_writer
+    records = event_writer._ev_writer._py_recordio_writer
+    records.write = too_large
+
+    def close_too_large() -> None:  # as a file's close does when its last flush fails
+        if not records._writer.closed:
+            records._writer.close()
+            too_large(b"")
+
+    records.close = close_too_large
     iterations = 100
     metrics = {"loss": np.ones((1, iterations), np.float32)}
     env_steps = np.arange(1, iterations + 1)[None] * 128
@@ -120,6 +131,8 @@ def test_a_tensorboard_write_that_fails_stops_tensorboard_in_one_line_and_hangs_
     assert logger.writers == []
     rows = (tmp_path / "evals.csv").read_text().splitlines()
     assert len(rows) == 2 and rows[1].startswith("0,100,12800,1.5"), rows
+    # tensorboardX's exit hook closes the writer once more: no "flush of closed file" traceback.
+    event_writer.close()
 
 
 def test_the_progress_lines_episode_return_is_over_the_chunks_episodes() -> None:

@@ -837,13 +837,20 @@ def test_a_full_disk_keeps_the_last_checkpoint(tmp_path: Path) -> None:
 
 
 def test_a_first_checkpoint_that_cannot_be_written_stops_the_run(tmp_path: Path) -> None:
-    """Files may not grow past 30 kB: the run directory's small files are written, PPO's first
-    checkpoint (~110 kB of parameters and optimiser moments, written once the chunk has
-    compiled) is not. One line naming the reason, exit 1, summary.json with status failed, no
-    chunk run."""
+    """Files may not grow past 30 kB: the run directory's small files are written (the
+    checkpoint's _METADATA is 12 kB), PPO's first checkpoint is not: with 128-unit layers each
+    hidden kernel is 64 kB of random weights, which orbax writes whole into one data file (with
+    the default 64 units the data, its zero moments compressed, came to 34 kB in one file or
+    less in several, and a CI run wrote it). One line naming the reason, exit 1, summary.json
+    with status failed, no chunk run."""
     run_dir = tmp_path / "run"
     result = cli_with_files_limited_to(
-        30_000, tmp_path, *QUICK_PPO, "log.progress=false", f"log.dir={run_dir}"
+        30_000,
+        tmp_path,
+        *QUICK_PPO,
+        "agent.hidden_sizes=[128,128]",
+        "log.progress=false",
+        f"log.dir={run_dir}",
     )
     assert result.returncode == 1, result.stderr
     errors = [line for line in error_lines(result.stderr) if line.startswith("error:")]
