@@ -840,9 +840,9 @@ def test_a_first_checkpoint_that_cannot_be_written_stops_the_run(tmp_path: Path)
     """Files may not grow past 30 kB: the run directory's small files are written (the
     checkpoint's _METADATA is 12 kB), PPO's first checkpoint is not: with 128-unit layers each
     hidden kernel is 64 kB of random weights, which orbax writes whole into one data file (with
-    the default 64 units the data, its zero moments compressed, came to 34 kB in one file or
-    less in several, and a CI run wrote it). One line naming the reason, exit 1, summary.json
-    with status failed, no chunk run."""
+    the default 64 units the largest data file was 34 kB here, barely over the limit, and one CI
+    run wrote its checkpoint under it). One line naming the reason, exit 1, summary.json with
+    status failed, no chunk run."""
     run_dir = tmp_path / "run"
     result = cli_with_files_limited_to(
         30_000,
