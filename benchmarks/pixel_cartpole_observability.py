@@ -31,6 +31,7 @@ import argparse
 import itertools
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 import gymnasium as gym
 import numpy as np
@@ -47,38 +48,41 @@ GAIN_GRID = list(
     itertools.product([0.0, 0.05, 0.1], [0.0, 0.1, 0.2], [1.0], [0.1, 0.15, 0.2, 0.3, 0.4])
 )
 
-# An observation: (state now, state one agent step ago, state one CartPole step ago, last
-# action as ±1, seconds per agent step) -> [x, x′, θ, θ′].
-Observe = Callable[[np.ndarray, np.ndarray, np.ndarray, float, float], np.ndarray]
+
+class History(NamedTuple):
+    """What an observation may be computed from at the start of an agent step."""
+
+    now: np.ndarray  # CartPole's state [x, x′, θ, θ′]
+    step_ago: np.ndarray  # ... one agent step ago
+    tick_ago: np.ndarray  # ... one CartPole step ago
+    push: float  # the last action as ±1 (0 before the first)
+    step_seconds: float
 
 
-def true_state(
-    now: np.ndarray, step_ago: np.ndarray, tick_ago: np.ndarray, push: float, dt: float
-) -> np.ndarray:
-    return now
+# An observation: [x, x′, θ, θ′] computed from a History.
+Observe = Callable[[History], np.ndarray]
 
 
-def step_apart(
-    now: np.ndarray, step_ago: np.ndarray, tick_ago: np.ndarray, push: float, dt: float
-) -> np.ndarray:
-    mean_velocity = (now - step_ago) / dt
-    return np.array([now[0], mean_velocity[0], now[2], mean_velocity[2]])
+def with_velocities(state: np.ndarray, velocity: np.ndarray) -> np.ndarray:
+    """[x, x′, θ, θ′] with x′ and θ′ taken from `velocity` (a state difference per second)."""
+    return np.array([state[0], velocity[0], state[2], velocity[2]])
 
 
-def step_apart_and_action(
-    now: np.ndarray, step_ago: np.ndarray, tick_ago: np.ndarray, push: float, dt: float
-) -> np.ndarray:
-    obs = step_apart(now, step_ago, tick_ago, push, dt)
-    obs[1] += push * PUSH_X_ACCEL * dt / 2
-    obs[3] += push * PUSH_THETA_ACCEL * dt / 2
-    return obs
+def true_state(seen: History) -> np.ndarray:
+    return seen.now
 
 
-def tick_apart(
-    now: np.ndarray, step_ago: np.ndarray, tick_ago: np.ndarray, push: float, dt: float
-) -> np.ndarray:
-    velocity = (now - tick_ago) / TICK
-    return np.array([now[0], velocity[0], now[2], velocity[2]])
+def step_apart(seen: History) -> np.ndarray:
+    return with_velocities(seen.now, (seen.now - seen.step_ago) / seen.step_seconds)
+
+
+def step_apart_and_action(seen: History) -> np.ndarray:
+    half_step_of_push = seen.push * seen.step_seconds / 2
+    return step_apart(seen) + half_step_of_push * np.array([0, PUSH_X_ACCEL, 0, PUSH_THETA_ACCEL])
+
+
+def tick_apart(seen: History) -> np.ndarray:
+    return with_velocities(seen.now, (seen.now - seen.tick_ago) / TICK)
 
 
 OBSERVATIONS: dict[str, Observe] = {
@@ -100,7 +104,7 @@ def returns(gains: np.ndarray, observe: Observe, frame_skip: int, seeds: range) 
         now = np.array(env.unwrapped.state)
         step_ago, tick_ago, push, survived, done = now, now, 0.0, 0, False
         while not done:
-            action = int(gains @ observe(now, step_ago, tick_ago, push, dt) > 0)
+            action = int(gains @ observe(History(now, step_ago, tick_ago, push, dt)) > 0)
             push, step_ago = 2.0 * action - 1.0, now
             for _ in range(frame_skip):
                 tick_ago = np.array(env.unwrapped.state)

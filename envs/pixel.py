@@ -21,6 +21,12 @@ physics steps, and 4 frames are stacked: observations are uint8 [84, 84, 4] (H, 
   steps with `frame_skip=4` (`episode_steps()`; the id registers no `max_episode_steps`, which
   Gymnasium would count in agent steps). Termination (|x| > 2.4 or |θ| > 12°) is CartPole-v1's;
   the two flags stay apart exactly as CartPole-v1 sets them.
+* At frame skip 4 the observation is not Markov: stacked frames one agent step apart show each
+  step's mean velocity, while the velocity at its end differs from it by half the held push's
+  change (~0.4 m/s, ~0.6 rad/s), with the sign of the last action, which the frames show only
+  indirectly. A linear rule that balances from the true state never reaches 500 from such
+  velocities, and always does given the last action too, or at `frame_skip=2`
+  (benchmarks/results/pixel_cartpole_observability.md).
 * The stack starts with zeros before the first frame (Gymnasium's `FrameStackObservation` with
   `padding_type="zero"`, as SB3's `VecFrameStack` and the Atari pool).
 
