@@ -7,8 +7,9 @@ remedies.
 
 Loads one seed's latest checkpoint (`jaxrl.load`: the policy only, so it can run beside the
 training writing that directory) and plays `--episodes` greedy episodes of the registered
-Gymnasium env in lockstep, one batched forward pass per agent step; the ends are read from the
-CartPole state after each episode's last step with CartPole-v1's own thresholds.
+Gymnasium env (with the run's `env.kwargs`) in lockstep, one batched forward pass per agent
+step; the ends are read from the CartPole state after each episode's last step with
+CartPole-v1's own thresholds.
 
     python benchmarks/pixel_cartpole_episodes.py <run dir> [--episodes 100] [--out FILE]
 """
@@ -45,7 +46,9 @@ def play(run_dir: Path, seed: int | None, episodes: int) -> list[Episode]:
     policy = jaxrl.load(run_dir, seed)
     if policy.spec.name != envs.pixel.ENV_ID:
         raise SystemExit(f"{run_dir} trained on {policy.spec.name}, not {envs.pixel.ENV_ID}")
-    games = [gym.make(envs.pixel.ENV_ID) for _ in range(episodes)]
+    # The run's own env settings (`env.kwargs`, e.g. frame_skip=2), as the policy was trained.
+    kwargs = json.loads((run_dir / "config.json").read_text())["env"]["kwargs"]
+    games = [gym.make(envs.pixel.ENV_ID, **kwargs) for _ in range(episodes)]
     obs = np.stack([game.reset(seed=index)[0] for index, game in enumerate(games)])
     alive = np.ones(episodes, bool)
     returns = np.zeros(episodes, int)
