@@ -228,11 +228,14 @@ def _long_run_report(
         )
     else:
         episodes = "No training episodes were logged (`log.tensorboard=false`)."
+    kwargs = config["env"].get("kwargs") or {}
+    env_options = f", `env.kwargs` {kwargs}" if kwargs else ""
     return "\n\n".join(
         [
             f"# {run.title}",
             f"Run directory `{run_dir}` on {machine()}; budget "
-            f"{config['budget']['env_steps']:,.0f} env steps, preset `{config.get('preset')}`. "
+            f"{config['budget']['env_steps']:,.0f} env steps, preset `{config.get('preset')}`"
+            f"{env_options}. "
             "The last column is compile and run seconds so far, summed over the pieces of a run "
             "trained in pieces (`resume=`; the gaps between pieces are not in it).",
             table,
