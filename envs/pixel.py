@@ -26,11 +26,17 @@ physics steps, and 4 frames are stacked: observations are uint8 [84, 84, 4] (H, 
   change (~0.4 m/s, ~0.6 rad/s), with the sign of the last action, which the frames show only
   indirectly. A linear rule that balances from the true state never reaches 500 from such
   velocities, and always does given the last action too, or at `frame_skip=2`
-  (benchmarks/results/pixel_cartpole_observability.md).
+  (benchmarks/results/pixel_cartpole_observability.md); DQN from exact positions four steps
+  deep stops at 324 and reaches 500 given the last action (cartpole_last_action.md).
+  `show_last_action=True` draws it: each frame's bottom row (always background in the scene)
+  is black when the push that led to the frame was to the left, white when to the right, grey
+  in the reset frame. The stack then holds the last four actions, and stays a stack of frames
+  (each frame stored once by DQN's `frame_storage=once`, the same shapes as without it).
 * The stack starts with zeros before the first frame (Gymnasium's `FrameStackObservation` with
   `padding_type="zero"`, as SB3's `VecFrameStack` and the Atari pool).
 
-`gymnasium.make("pixel/CartPole-v1", frame_skip=2, frame_stack=3)` changes the defaults.
+`gymnasium.make("pixel/CartPole-v1", frame_skip=2, frame_stack=3, show_last_action=True)`
+changes the defaults.
 """
 
 from __future__ import annotations
@@ -66,6 +72,8 @@ _AXLE_R = 5 + 0.5  # a disc of radius 5 around the pixel (int(cart x), int(pivot
 # (202, 152, 101) and the axle's (129, 132, 203).
 _BACKGROUND, _CART, _POLE, _AXLE = 255.0, 0.0, 161.1, 139.2
 _SAMPLES = 4  # sample points per output pixel along each axis
+# `show_last_action`'s bottom row: grey in the reset frame, then by the action that led to it.
+_NO_ACTION, _ACTION_ROW = 128, (0, 255)
 
 
 def episode_steps(frame_skip: int = FRAME_SKIP) -> int:
@@ -131,7 +139,11 @@ class PixelCartPole(gym.Env):
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["rgb_array"], "render_fps": 50}
 
     def __init__(
-        self, frame_skip: int = FRAME_SKIP, size: int = SIZE, render_mode: str | None = None
+        self,
+        frame_skip: int = FRAME_SKIP,
+        size: int = SIZE,
+        render_mode: str | None = None,
+        show_last_action: bool = False,
     ) -> None:
         if frame_skip < 1 or size < 1:
             raise ValueError(f"frame_skip={frame_skip} and size={size} must be >= 1")
@@ -145,9 +157,14 @@ class PixelCartPole(gym.Env):
         self.observation_space = gym.spaces.Box(0, 255, (size, size), np.uint8)
         self.metadata = {**self.metadata, "render_fps": 50 // frame_skip}
         self._frame = np.zeros((size, size), np.uint8)
+        self.show_last_action = show_last_action
+        self._last_action: int | None = None  # None until the episode's first step
 
     def _observe(self) -> np.ndarray:
         self._frame = render_cartpole(np.asarray(self.cartpole.unwrapped.state), self.size)
+        if self.show_last_action:
+            last = self._last_action
+            self._frame[-1] = _NO_ACTION if last is None else _ACTION_ROW[last]
         return self._frame
 
     def reset(
@@ -155,6 +172,7 @@ class PixelCartPole(gym.Env):
     ) -> tuple[np.ndarray, dict[str, Any]]:
         super().reset(seed=seed)
         _, info = self.cartpole.reset(seed=seed, options=options)
+        self._last_action = None
         return self._observe(), info
 
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
@@ -164,6 +182,7 @@ class PixelCartPole(gym.Env):
             total += float(reward)
             if terminated or truncated:
                 break
+        self._last_action = int(action)
         return self._observe(), total, terminated, truncated, info
 
     def render(self) -> np.ndarray:
@@ -179,9 +198,10 @@ def make_pixel_cartpole(
     frame_stack: int = FRAME_STACK,
     size: int = SIZE,
     render_mode: str | None = None,
+    show_last_action: bool = False,
 ) -> gym.Env:
     """`PixelCartPole` with the last `frame_stack` frames as the channel axis."""
-    env: gym.Env = PixelCartPole(frame_skip, size, render_mode)
+    env: gym.Env = PixelCartPole(frame_skip, size, render_mode, show_last_action)
     env = gym.wrappers.FrameStackObservation(env, frame_stack, padding_type="zero")
     return gym.wrappers.TransformObservation(
         env,

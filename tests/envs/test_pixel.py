@@ -142,3 +142,31 @@ def test_seeding_is_deterministic() -> None:
 
     np.testing.assert_array_equal(run(5), run(5))
     assert (run(5) != run(6)).any()
+
+
+def test_show_last_action_draws_each_frames_action_in_its_bottom_row() -> None:
+    """The bottom row is background in every frame of an episode (rows 0-82 cover the scene), so
+    `show_last_action` changes only it: grey in the reset frame, then black after a push to the
+    left and white after one to the right; the stack carries the last four."""
+    for x in (-2.4, 0.0, 2.4):  # the scene's reach while an episode lasts, and beyond
+        for theta in (-0.4, 0.0, 0.4):
+            assert (render_cartpole(np.array([x, 0.0, theta, 0.0]))[-1] == 255).all()
+    plain, shown = gym.make(ENV_ID), gym.make(ENV_ID, show_last_action=True)
+    plain_obs, _ = plain.reset(seed=7)
+    obs, _ = shown.reset(seed=7)
+    assert (plain_obs[-1, :, 3] == 255).all()
+    assert (obs[-1, :, 3] == 128).all() and not obs[..., :3].any()
+    np.testing.assert_array_equal(obs[:-1], plain_obs[:-1])
+    actions = [0, 1, 1, 0, 1, 0]
+    for step, action in enumerate(actions):
+        plain_obs, *_ = plain.step(action)
+        obs, _, terminated, truncated, _ = shown.step(action)
+        assert not (terminated or truncated)
+        assert (plain_obs[-1, :, 3] == 255).all()  # the scene never reaches the bottom row
+        np.testing.assert_array_equal(obs[:-1], plain_obs[:-1])
+        drawn = [128, *(255 * a for a in actions[: step + 1])][-4:]
+        expected = [0] * (4 - len(drawn)) + drawn  # zero padding before the first frame
+        np.testing.assert_array_equal(obs[-1], np.tile(expected, (84, 1)))
+    # A new episode starts grey again.
+    obs, _ = shown.reset(seed=8)
+    assert (obs[-1, :, 3] == 128).all()
