@@ -11,7 +11,12 @@ Gymnasium env (with the run's `env.kwargs`) in lockstep, one batched forward pas
 step; the ends are read from the CartPole state after each episode's last step with
 CartPole-v1's own thresholds.
 
+For a run trained with `show_last_action`, `--last-action-row grey` (or `flipped`) plays the
+same episodes with each frame's action row held grey (or its black and white swapped) in what
+the policy sees: whether the policy uses the last action at all.
+
     python benchmarks/pixel_cartpole_episodes.py <run dir> [--episodes 100] [--out FILE]
+        [--last-action-row drawn|grey|flipped]
 """
 
 from __future__ import annotations
@@ -41,13 +46,28 @@ class Episode(NamedTuple):
     max_abs_x: float  # furthest the cart went from the centre
 
 
-def play(run_dir: Path, seed: int | None, episodes: int) -> list[Episode]:
+def seen_by_policy(obs: np.ndarray, last_action_row: str) -> np.ndarray:
+    """The frame stacks as the policy is shown them: the bottom (action) row as drawn, grey, or
+    with black and white swapped."""
+    if last_action_row == "drawn":
+        return obs
+    seen = obs.copy()
+    row = seen[:, -1]
+    seen[:, -1] = (
+        128 if last_action_row == "grey" else np.where(row == 0, 255, np.where(row == 255, 0, row))
+    )
+    return seen
+
+
+def play(run_dir: Path, seed: int | None, episodes: int, last_action_row: str) -> list[Episode]:
     """`episodes` greedy episodes, every env from its own reset seed, stepped together."""
     policy = jaxrl.load(run_dir, seed)
     if policy.spec.name != envs.pixel.ENV_ID:
         raise SystemExit(f"{run_dir} trained on {policy.spec.name}, not {envs.pixel.ENV_ID}")
     # The run's own env settings (`env.kwargs`, e.g. frame_skip=2), as the policy was trained.
     kwargs = json.loads((run_dir / "config.json").read_text())["env"]["kwargs"]
+    if last_action_row != "drawn" and not kwargs.get("show_last_action"):
+        raise SystemExit(f"{run_dir} was not trained with show_last_action: no row to change")
     games = [gym.make(envs.pixel.ENV_ID, **kwargs) for _ in range(episodes)]
     obs = np.stack([game.reset(seed=index)[0] for index, game in enumerate(games)])
     alive = np.ones(episodes, bool)
@@ -55,7 +75,7 @@ def play(run_dir: Path, seed: int | None, episodes: int) -> list[Episode]:
     max_abs_x = np.zeros(episodes)
     ended: list[Episode | None] = [None] * episodes
     while alive.any():
-        actions = np.asarray(policy(obs))
+        actions = np.asarray(policy(seen_by_policy(obs, last_action_row)))
         for index in np.flatnonzero(alive):
             frames, reward, terminated, truncated, _ = games[index].step(int(actions[index]))
             obs[index] = frames
@@ -108,15 +128,17 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=None, help="the run's seed (default: first)")
     parser.add_argument("--episodes", type=int, default=100)
     parser.add_argument("--out", type=Path, default=None, help="write the report here")
+    parser.add_argument("--last-action-row", choices=("drawn", "grey", "flipped"), default="drawn")
     args = parser.parse_args()
     checkpoint = latest_checkpoint(args.run_dir)
-    played = play(args.run_dir, args.seed, args.episodes)
+    played = play(args.run_dir, args.seed, args.episodes, args.last_action_row)
     steps = np.array([episode.cartpole_steps for episode in played])
     quartiles = ", ".join(f"{q:.0f}" for q in np.percentile(steps, [25, 50, 75]))
     text = (
         "# How greedy pixel CartPole episodes end\n\n"
         f"`python benchmarks/pixel_cartpole_episodes.py {args.run_dir} --episodes "
-        f"{args.episodes}` on {machine()}: the run's latest checkpoint ({checkpoint}), "
+        f"{args.episodes} --last-action-row {args.last_action_row}` on {machine()}: the run's "
+        f"latest checkpoint ({checkpoint}), "
         f"{len(played)} greedy episodes from reset seeds 0-{len(played) - 1}. Return (CartPole "
         f"steps) mean "
         f"{steps.mean():.1f}, quartiles {quartiles}.\n\n"
