@@ -27,7 +27,8 @@ physics steps, and 4 frames are stacked: observations are uint8 [84, 84, 4] (H, 
   indirectly. A linear rule that balances from the true state never reaches 500 from such
   velocities, and always does given the last action too, or at `frame_skip=2`
   (benchmarks/results/pixel_cartpole_observability.md); DQN from exact positions four steps
-  deep stops at 324 and reaches 500 given the last action (cartpole_last_action.md).
+  deep stops at 324 and reaches 500 given the last action
+  (benchmarks/results/cartpole_last_action.md).
   `show_last_action=True` draws it: each frame's bottom row (always background in the scene)
   is black when the push that led to the frame was to the left, white when to the right, grey
   in the reset frame. The stack then holds the last four actions, and stays a stack of frames
