@@ -53,9 +53,9 @@ def seen_by_policy(obs: np.ndarray, last_action_row: str) -> np.ndarray:
         return obs
     seen = obs.copy()
     row = seen[:, -1]
-    seen[:, -1] = (
-        128 if last_action_row == "grey" else np.where(row == 0, 255, np.where(row == 255, 0, row))
-    )
+    left, right = envs.pixel.ACTION_ROWS
+    swapped = np.where(row == left, right, np.where(row == right, left, row))
+    seen[:, -1] = envs.pixel.NO_ACTION_ROW if last_action_row == "grey" else swapped
     return seen
 
 

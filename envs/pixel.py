@@ -74,7 +74,7 @@ _AXLE_R = 5 + 0.5  # a disc of radius 5 around the pixel (int(cart x), int(pivot
 _BACKGROUND, _CART, _POLE, _AXLE = 255.0, 0.0, 161.1, 139.2
 _SAMPLES = 4  # sample points per output pixel along each axis
 # `show_last_action`'s bottom row: grey in the reset frame, then by the action that led to it.
-_NO_ACTION, _ACTION_ROW = 128, (0, 255)
+NO_ACTION_ROW, ACTION_ROWS = 128, (0, 255)
 
 
 def episode_steps(frame_skip: int = FRAME_SKIP) -> int:
@@ -165,7 +165,7 @@ class PixelCartPole(gym.Env):
         self._frame = render_cartpole(np.asarray(self.cartpole.unwrapped.state), self.size)
         if self.show_last_action:
             last = self._last_action
-            self._frame[-1] = _NO_ACTION if last is None else _ACTION_ROW[last]
+            self._frame[-1] = NO_ACTION_ROW if last is None else ACTION_ROWS[last]
         return self._frame
 
     def reset(
