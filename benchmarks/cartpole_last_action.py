@@ -5,8 +5,9 @@ action is added; this asks whether a learner (jaxrl's DQN, seeds in one program)
 500 from such a stack and reaches it with the last action, without pictures, so in minutes.
 
 `StackedCartPole-v1` (registered with Gymnasium here, trained as `gym/StackedCartPole-v1`):
-CartPole-v1 with each action held for `frame_skip` CartPole steps (reward = CartPole steps
-survived, 500-step cap: 125 agent steps at frame skip 4), observed as
+`envs/pixel.py`'s `PixelCartPole` (CartPole-v1 with each action held for `frame_skip` CartPole
+steps, reward = CartPole steps survived, 500-step cap: 125 agent steps at frame skip 4) observed,
+instead of drawn, as
 
 * `state`: the state [x, x′, θ, θ′] itself;
 * `stack`: x and θ now, and their changes over each of the last `stack - 1` agent steps per
@@ -28,62 +29,39 @@ import numpy as np
 from common import RESULTS, machine, markdown_table, write_report
 
 import jaxrl
+from envs.pixel import PixelCartPole
 
 ENV_ID = "StackedCartPole-v1"
-CARTPOLE_STEPS = 500
 OBSERVATIONS = ("state", "stack", "stack_and_action")
 
 
-class StackedCartPole(gym.Env):
-    """CartPole-v1 with a held action, observed as one of OBSERVATIONS (see the module)."""
+class StackedCartPole(PixelCartPole):
+    """Pixel CartPole's env (CartPole-v1, the held action, the 500-step cap) observed as one of
+    OBSERVATIONS (see the module) instead of drawn."""
 
     def __init__(self, observe: str = "stack", frame_skip: int = 4, stack: int = 4) -> None:
         if observe not in OBSERVATIONS:
             raise ValueError(f"observe={observe!r}: one of {OBSERVATIONS}")
-        self.cartpole = gym.make("CartPole-v1", max_episode_steps=CARTPOLE_STEPS)
-        self.observe, self.frame_skip, self.stack = observe, frame_skip, stack
-        # The cap in agent steps, read by jaxrl's host bridge (as envs/pixel.py's).
-        self.max_episode_steps = -(-CARTPOLE_STEPS // frame_skip)
+        super().__init__(frame_skip)
+        self.observe, self.stack = observe, stack
         size = {"state": 4, "stack": 2 * stack, "stack_and_action": 2 * stack + 1}[observe]
         self.observation_space = gym.spaces.Box(-np.inf, np.inf, (size,), np.float32)
-        self.action_space = self.cartpole.action_space
         self._positions: list[np.ndarray] = []  # [x, θ] now, then one agent step earlier, ...
-        self._push = 0.0
 
-    def _obs(self) -> np.ndarray:
+    def _observe(self) -> np.ndarray:
+        """Called once by reset (no last action yet) and once after each step."""
         state = np.asarray(self.cartpole.unwrapped.state, np.float64)
         if self.observe == "state":
             return state.astype(np.float32)
+        earlier = self._positions if self._last_action is not None else [state[[0, 2]]] * self.stack
+        self._positions = [state[[0, 2]], *earlier][: self.stack]
         positions = np.stack(self._positions)
         changes = (positions[:-1] - positions[1:]) / (0.02 * self.frame_skip)
         parts = [positions[0], changes.ravel()]
         if self.observe == "stack_and_action":
-            parts.append(np.array([self._push]))
+            push = 0.0 if self._last_action is None else 2.0 * self._last_action - 1.0
+            parts.append(np.array([push]))
         return np.concatenate(parts).astype(np.float32)
-
-    def _remember(self) -> None:
-        state = np.asarray(self.cartpole.unwrapped.state, np.float64)
-        self._positions = [state[[0, 2]], *self._positions][: self.stack]
-
-    def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[np.ndarray, dict[str, Any]]:
-        super().reset(seed=seed)
-        _, info = self.cartpole.reset(seed=seed, options=options)
-        state = np.asarray(self.cartpole.unwrapped.state, np.float64)
-        self._positions, self._push = [state[[0, 2]]] * self.stack, 0.0
-        return self._obs(), info
-
-    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
-        total, terminated, truncated, info = 0.0, False, False, {}
-        for _ in range(self.frame_skip):
-            _, reward, terminated, truncated, info = self.cartpole.step(action)
-            total += float(reward)
-            if terminated or truncated:
-                break
-        self._push = 2.0 * int(action) - 1.0
-        self._remember()
-        return self._obs(), total, terminated, truncated, info
 
 
 def train(observe: str, seeds: int, steps: int, run_root: Path) -> Any:
