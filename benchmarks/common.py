@@ -159,10 +159,10 @@ def eval_curves(
 
 @dataclass(frozen=True)
 class LongRun:
-    """What the report of a long one-seed CLI run (trained in pieces with `resume=`) says beside
-    the numbers of its run directory."""
+    """What the report of a long CLI run (trained in pieces with `resume=`; one seed or several,
+    in one run directory or several) says beside the numbers of its run directories."""
 
-    title: str  # the report's heading; the plot's title, with the seed
+    title: str  # the report's heading; the plot's title, with the seeds
     episodes: str  # what its evaluation episodes are called ("games")
     y_axis: tuple[str, float, float]  # the plot's return axis: label, lowest, highest
     references: tuple[tuple[float, str, str], ...]  # lines across the plot: value, style, label
@@ -170,15 +170,25 @@ class LongRun:
     smooth: int  # iterations in the moving mean of the training-episode curve
 
 
-def logged_training_returns(run_dir: Path) -> tuple[Any, Any]:
+@dataclass(frozen=True)
+class SeedCurves:
+    """One seed of a long run: its evaluations by env steps and its logged training returns."""
+
+    seed: int
+    run_dir: Path
+    evals: dict[int, tuple[float, float, float]]  # env steps -> (return, std, seconds so far)
+    training: tuple[Any, Any]  # (env steps, mean training-episode return) per iteration
+
+
+def logged_training_returns(run_dir: Path, seed: int) -> tuple[Any, Any]:
     """(env steps, mean return of the training episodes that ended) per iteration that ended any,
-    from a one-seed CLI run's TensorBoard events (what CleanRL's `charts/episodic_return` logs);
-    a resumed run's repeated iterations: the last value wins."""
+    from one seed of a gridless CLI run's TensorBoard events (what CleanRL's
+    `charts/episodic_return` logs); a resumed run's repeated iterations: the last value wins."""
     import numpy as np
     from tensorboardX.proto.event_pb2 import Event
 
     by_step: dict[str, dict[int, float]] = {"train/episode_return": {}, "train/episodes": {}}
-    for path in sorted((run_dir / "tb").glob("seed_0/events.out.tfevents.*")):
+    for path in sorted((run_dir / "tb").glob(f"seed_{seed}/events.out.tfevents.*")):
         data, offset = path.read_bytes(), 0
         while offset + 12 <= len(data):
             (length,) = struct.unpack("<Q", data[offset : offset + 8])
@@ -192,53 +202,116 @@ def logged_training_returns(run_dir: Path) -> tuple[Any, Any]:
     return steps, np.array([returns[s] for s in steps])
 
 
+def _seed_curves(run_dir: Path) -> list[SeedCurves]:
+    """Every seed of a gridless run directory; a resumed run's repeated iterations: the last row
+    wins."""
+    by_seed: dict[int, dict[int, dict[str, str]]] = {}
+    with open(run_dir / "evals.csv", newline="") as f:
+        reader = csv.DictReader(f)
+        if "grid_point" in (reader.fieldnames or []):
+            raise SystemExit(f"{run_dir} is a grid run; a long-run report takes seeds only")
+        for row in reader:
+            by_seed.setdefault(int(row["seed"]), {})[int(row["iteration"])] = row
+    return [
+        SeedCurves(
+            seed,
+            run_dir,
+            {
+                int(r["env_steps"]): (
+                    float(r["eval_return"]),
+                    float(r["eval_return_std"]),
+                    float(r["elapsed_seconds"]),
+                )
+                for _, r in sorted(rows.items())
+            },
+            logged_training_returns(run_dir, seed),  # read once: a 10M run's events are large
+        )
+        for seed, rows in sorted(by_seed.items())
+    ]
+
+
+def _seeds_label(seeds: Sequence[SeedCurves]) -> str:
+    return ("seed " if len(seeds) == 1 else "seeds ") + ", ".join(str(s.seed) for s in seeds)
+
+
+def _run_dir_text(run_dir: Path, config: dict[str, Any], seeds: Sequence[SeedCurves]) -> str:
+    kwargs = config["env"].get("kwargs") or {}
+    env_options = f", `env.kwargs` {kwargs}" if kwargs else ""
+    return (
+        f"`{run_dir}` ({_seeds_label(seeds)}; budget {config['budget']['env_steps']:,.0f} env "
+        f"steps, preset `{config.get('preset')}`{env_options})"
+    )
+
+
 def _long_run_report(
-    run: LongRun,
-    run_dir: Path,
-    config: dict[str, Any],
-    evals: list[dict[str, str]],
-    training: tuple[Any, Any],
-    image: str,
+    run: LongRun, configs: dict[Path, dict[str, Any]], seeds: list[SeedCurves], image: str
 ) -> str:
+    """One seed: its return, std and seconds at each evaluation; several: a return column per
+    seed, their mean where every seed has one, and each run directory's seconds."""
     import numpy as np
 
-    table = markdown_table(
-        [
+    dirs = list(configs)
+    episodes_each = configs[dirs[0]]["eval"]["episodes"]
+    if len(seeds) == 1:
+        header = [
             "env steps",
-            f"evaluation return ({config['eval']['episodes']} {run.episodes})",
+            f"evaluation return ({episodes_each} {run.episodes})",
             "std",
             "training seconds so far",
-        ],
-        [
-            [
-                fmt(float(r["env_steps"]), 0),
-                fmt(float(r["eval_return"]), 2),
-                fmt(float(r["eval_return_std"]), 2),
-                fmt(float(r["elapsed_seconds"]), 0),
+        ]
+        rows = [
+            [fmt(step, 0), fmt(ret, 2), fmt(std, 2), fmt(seconds, 0)]
+            for step, (ret, std, seconds) in seeds[0].evals.items()
+        ]
+    else:
+        several_dirs = len(dirs) > 1
+        header = [
+            "env steps",
+            *(f"seed {s.seed}" for s in seeds),
+            "mean over seeds",
+            *(f"training seconds so far{f' ({d.name})' if several_dirs else ''}" for d in dirs),
+        ]
+        rows = []
+        for step in sorted({step for s in seeds for step in s.evals}):
+            values = [s.evals[step][0] if step in s.evals else None for s in seeds]
+            seconds = [
+                next((s.evals[step][2] for s in seeds if s.run_dir == d and step in s.evals), None)
+                for d in dirs
             ]
-            for r in evals
-        ],
-    )
-    steps, returns = training
-    if len(returns):
-        last = returns[-run.smooth :]
+            mean = None if None in values else float(np.mean(values))
+            rows.append([fmt(step, 0), *(fmt(v) for v in values), fmt(mean)])
+            rows[-1] += [fmt(t, 0) for t in seconds]
+    training = []
+    for s in seeds:
+        steps, returns = s.training
+        if len(returns):
+            which = f"seed {s.seed}, " if len(seeds) > 1 else ""
+            last = returns[-run.smooth :]
+            training.append(f"{np.mean(last):.1f} ({which}to {int(steps[-1]):,} env steps)")
+    if training:
+        last_n = min(run.smooth, min(len(s.training[1]) for s in seeds if len(s.training[1])))
         episodes = (
-            f"Training episodes: mean return of the last {len(last)} iterations that ended any "
-            f"(to {int(steps[-1]):,} env steps): {np.mean(last):.1f}."
+            f"Training episodes: mean return of the last {last_n} iterations that ended any: "
+            + "; ".join(training)
+            + "."
         )
     else:
         episodes = "No training episodes were logged (`log.tensorboard=false`)."
-    kwargs = config["env"].get("kwargs") or {}
-    env_options = f", `env.kwargs` {kwargs}" if kwargs else ""
+    each_dir = "; ".join(
+        _run_dir_text(d, configs[d], [s for s in seeds if s.run_dir == d]) for d in dirs
+    )
+    evaluations = (
+        ""
+        if len(seeds) == 1
+        else f" Each cell is a seed's evaluation return ({episodes_each} {run.episodes})."
+    )
     return "\n\n".join(
         [
             f"# {run.title}",
-            f"Run directory `{run_dir}` on {machine()}; budget "
-            f"{config['budget']['env_steps']:,.0f} env steps, preset `{config.get('preset')}`"
-            f"{env_options}. "
-            "The last column is compile and run seconds so far, summed over the pieces of a run "
-            "trained in pieces (`resume=`; the gaps between pieces are not in it).",
-            table,
+            f"Run director{'ies' if len(dirs) > 1 else 'y'} {each_dir} on {machine()}. "
+            "The seconds are compile and run seconds so far, summed over the pieces of a run "
+            f"trained in pieces (`resume=`; the gaps between pieces are not in them).{evaluations}",
+            markdown_table(header, rows),
             f"{episodes} {run.reference_text}",
             f"![{run.title}: training and evaluation returns against env steps]({image})",
         ]
@@ -246,56 +319,63 @@ def _long_run_report(
 
 
 def _plot_long_run(
-    run: LongRun,
-    config: dict[str, Any],
-    evals: list[dict[str, str]],
-    training: tuple[Any, Any],
-    out: Path,
+    run: LongRun, configs: dict[Path, dict[str, Any]], seeds: list[SeedCurves], out: Path
 ) -> None:
+    """Each seed in its own colour: its training episodes' moving mean (a thin line) and its
+    evaluations (dots and lines)."""
     import matplotlib
     import numpy as np
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    steps, returns = training
+    episodes_each = next(iter(configs.values()))["eval"]["episodes"]
     fig, ax = plt.subplots(figsize=(6, 4))
-    if len(returns) >= run.smooth:
-        mean = np.convolve(returns, np.ones(run.smooth) / run.smooth, mode="valid")
-        label = f"training episodes ({run.smooth}-iteration mean)"
-        ax.plot(steps[run.smooth - 1 :], mean, label=label)
-    label = f"greedy evaluation ({config['eval']['episodes']} {run.episodes})"
-    eval_steps = [float(r["env_steps"]) for r in evals]
-    ax.plot(eval_steps, [float(r["eval_return"]) for r in evals], "o-", label=label)
+    training_label = f"training episodes ({run.smooth}-iteration mean)"
+    evaluation_label = f"greedy evaluation ({episodes_each} {run.episodes})"
+    several = len(seeds) > 1
+    for index, s in enumerate(seeds):
+        colour = f"C{index}"
+        steps, returns = s.training
+        if len(returns) >= run.smooth:
+            mean = np.convolve(returns, np.ones(run.smooth) / run.smooth, mode="valid")
+            label = None if several else training_label
+            ax.plot(steps[run.smooth - 1 :], mean, color=colour, linewidth=0.8, label=label)
+        eval_steps = list(s.evals)
+        eval_returns = [s.evals[step][0] for step in eval_steps]
+        label = f"seed {s.seed}" if several else evaluation_label
+        ax.plot(eval_steps, eval_returns, "o-", color=colour, markersize=3, label=label)
+    if several:  # one legend entry per seed, and one per kind of line in grey
+        ax.plot([], [], color="gray", linewidth=0.8, label=training_label)
+        ax.plot([], [], "o-", color="gray", markersize=3, label=evaluation_label)
     for value, style, name in run.references:
         ax.axhline(value, color="gray", linestyle=style, label=name)
     ax.set_xlabel("env steps")
     ax.set_ylabel(run.y_axis[0])
     ax.set_ylim(run.y_axis[1], run.y_axis[2])
-    ax.set_title(f"{run.title}, seed 0")
+    ax.set_title(f"{run.title}, {_seeds_label(seeds)}")
     ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(out, dpi=110)
 
 
 def report_long_run(run: LongRun, description: str, default_out: Path) -> None:
-    """The command line of a long run's report: `--run-dir DIR [--out PATH]` writes the report
-    and its curve (a PNG beside it) from the run directory."""
+    """The command line of a long run's report: `--run-dir DIR [DIR ...] [--out PATH]` writes the
+    report and its curve (a PNG beside it) from the run directories (the same settings, other
+    seeds: a run's seeds may come from several)."""
     import argparse
 
     parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--run-dir", type=Path, required=True)
+    parser.add_argument("--run-dir", type=Path, nargs="+", required=True)
     parser.add_argument("--out", type=Path, default=default_out)
     args = parser.parse_args()
-    config = json.loads((args.run_dir / "config.json").read_text())
-    with open(args.run_dir / "evals.csv", newline="") as f:
-        by_iteration = {int(row["iteration"]): row for row in csv.DictReader(f)}  # last wins
-    evals = [row for _, row in sorted(by_iteration.items())]
-    training = logged_training_returns(args.run_dir)  # read once: a 10M run's events are large
+    configs = {d: json.loads((d / "config.json").read_text()) for d in args.run_dir}
+    seeds = sorted((s for d in args.run_dir for s in _seed_curves(d)), key=lambda s: s.seed)
+    if len({s.seed for s in seeds}) < len(seeds):
+        raise SystemExit("the run directories share a seed; give each seed once")
     image = args.out.with_suffix(".png")
-    text = _long_run_report(run, args.run_dir, config, evals, training, image.name)
-    write_report(text + "\n", args.out)
-    _plot_long_run(run, config, evals, training, image)
+    write_report(_long_run_report(run, configs, seeds, image.name) + "\n", args.out)
+    _plot_long_run(run, configs, seeds, image)
 
 
 def last_quarter_mean(steps: Sequence[int], values: Any) -> Any:

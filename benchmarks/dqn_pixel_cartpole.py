@@ -4,7 +4,9 @@ writes a checkpoint, `resume=` goes on), reported by this script from its run di
 
     python -m jaxrl.run agent=dqn env=pixel/CartPole-v1 hydra.run.dir=RUN_DIR   # first piece
     python -m jaxrl.run resume=RUN_DIR                                           # later pieces
-    python benchmarks/dqn_pixel_cartpole.py --run-dir RUN_DIR [--out PATH]
+    python benchmarks/dqn_pixel_cartpole.py --run-dir RUN_DIR [RUN_DIR ...] [--out PATH]
+
+Several run directories (the same settings, other seeds) make one report: a column per seed.
 
 The first command takes DQN's `pixel-cartpole` preset (`jaxrl/presets.py`). Returns are in
 CartPole steps (each agent step repeats its action for 4 of them), 500 at most. The reference
