@@ -1,5 +1,6 @@
 """Algorithms, one module each. `REGISTRY` maps the CLI's `agent=<name>` to (config class, factory,
-metrics shown live); `jaxrl.loop` and `jaxrl.run` are the only places that look agents up.
+metrics shown live); `jaxrl.cli`, `jaxrl.loop` and `jaxrl.policy` are the only places that look
+agents up.
 
 Entries name their module instead of importing it: an agent module pulls in JAX and its own
 machinery, so listing names imports nothing, checking settings imports only `agents/configs.py`
