@@ -401,10 +401,11 @@ PRESETS: tuple[Preset, ...] = (
             "agent.dueling=true",
         ),
         "the Nature DQN's network on 4 envs, one update per 4 env steps, with Rainbow's 3-step "
-        "returns and dueling head; 1 seed: 232 at 589k env steps, 375 at 1.13M (best 475); 100 "
-        "greedy episodes: 401 at 1.13M, 396 at 1.24M (50 at 500), then 449 (76% at 500) after 251k "
-        "more steps at a 5x lower learning rate, against 130 at 154k with one-step returns "
-        "(benchmarks/results/dqn_pixel_cartpole.md, dqn_pixel_cartpole_lowlr.md)",
+        "returns and dueling head; ~450 at best (449 over 200 greedy episodes after 1.5M env "
+        "steps: benchmarks/results/dqn_pixel_cartpole_lowlr.md), as frames at frame skip 4 lack "
+        "the last action; with env.kwargs={show_last_action:true} (it drawn in each frame's "
+        "bottom row) 481 over 100 greedy episodes at 142k env steps "
+        "(benchmarks/results/dqn_pixel_cartpole_action.md)",
     ),
     *_preset(
         "atari",
