@@ -134,10 +134,12 @@ def main() -> None:
     played = play(args.run_dir, args.seed, args.episodes, args.last_action_row)
     steps = np.array([episode.cartpole_steps for episode in played])
     quartiles = ", ".join(f"{q:.0f}" for q in np.percentile(steps, [25, 50, 75]))
+    seed_option = "" if args.seed is None else f" --seed {args.seed}"
+    which = "the run's" if args.seed is None else f"seed {args.seed}'s"
     text = (
         "# How greedy pixel CartPole episodes end\n\n"
-        f"`python benchmarks/pixel_cartpole_episodes.py {args.run_dir} --episodes "
-        f"{args.episodes} --last-action-row {args.last_action_row}` on {machine()}: the run's "
+        f"`python benchmarks/pixel_cartpole_episodes.py {args.run_dir}{seed_option} --episodes "
+        f"{args.episodes} --last-action-row {args.last_action_row}` on {machine()}: {which} "
         f"latest checkpoint ({checkpoint}), "
         f"{len(played)} greedy episodes from reset seeds 0-{len(played) - 1}. Return (CartPole "
         f"steps) mean "
