@@ -7,7 +7,6 @@ import it as `from common import ...`.
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 import statistics
@@ -203,30 +202,27 @@ def logged_training_returns(run_dir: Path, seed: int) -> tuple[Any, Any]:
 
 
 def _seed_curves(run_dir: Path) -> list[SeedCurves]:
-    """Every seed of a gridless run directory; a resumed run's repeated iterations: the last row
-    wins."""
-    by_seed: dict[int, dict[int, dict[str, str]]] = {}
-    with open(run_dir / "evals.csv", newline="") as f:
-        reader = csv.DictReader(f)
-        if "grid_point" in (reader.fieldnames or []):
-            raise SystemExit(f"{run_dir} is a grid run; a long-run report takes seeds only")
-        for row in reader:
-            by_seed.setdefault(int(row["seed"]), {})[int(row["iteration"])] = row
+    """Every seed of a gridless run directory (`jaxrl.sweep.read_evals`: a resumed run's
+    repeated iterations, the last row wins)."""
+    path = run_dir / "evals.csv"
+    returns, stds, seconds = (
+        read_evals(path, column) for column in ("eval_return", "eval_return_std", "elapsed_seconds")
+    )
+    if None not in returns:
+        raise SystemExit(f"{run_dir} is a grid run; a long-run report takes seeds only")
     return [
         SeedCurves(
             seed,
             run_dir,
             {
-                int(r["env_steps"]): (
-                    float(r["eval_return"]),
-                    float(r["eval_return_std"]),
-                    float(r["elapsed_seconds"]),
+                int(step): (float(value), float(std), float(elapsed))
+                for step, value, std, elapsed in zip(
+                    steps, values, stds[None][1][seed][1], seconds[None][1][seed][1], strict=True
                 )
-                for _, r in sorted(rows.items())
             },
             logged_training_returns(run_dir, seed),  # read once: a 10M run's events are large
         )
-        for seed, rows in sorted(by_seed.items())
+        for seed, (steps, values) in returns[None][1].items()
     ]
 
 
