@@ -12,6 +12,7 @@ written; a restore gives back the empty buffers of the structure it restores int
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import errno
 import itertools
@@ -20,7 +21,8 @@ import logging
 import os
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -231,21 +233,68 @@ class Checkpointer:
                 max_to_keep=keep, enable_async_checkpointing=False, cleanup_tmp_directories=True
             ),
         )
+        # Background writes (`save(background=True)`) run here, one at a time.
+        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="jaxrl-checkpoint")
+        self._writing: Future[None] | None = None
 
-    def save(self, step: int, state: Any, meta: dict[str, Any]) -> None:
+    def save(
+        self,
+        step: int,
+        state: Any,
+        meta: dict[str, Any],
+        written: Callable[[], None] = lambda: None,
+        background: bool = False,
+    ) -> None:
+        """Write checkpoint `step` of `state`, then call `written`. A write still in flight
+        completes first (its CheckpointError is raised here).
+
+        With `background`, where the state holds no replay items and the run is one process,
+        only the host copy is made before this returns: the files are written on a thread of
+        their own while training goes on (`wait` for them; `written` is called from that
+        thread): orbax's write of even a small state is a share of a short run
+        (benchmarks/results/checkpoint_overlap.md). Replay items are written from views of the
+        device arrays, which the next chunk reuses, and a distributed save is a collective every
+        process makes in order: those write before this returns."""
+        self.wait()
         buffers = _buffers(state) if self.replay_buffers else []
         saved = keys_to_data(_without_buffer_items(state))
+        background = background and not buffers and not is_distributed()
         if not is_distributed():
             # One transfer of the whole tree: orbax takes numpy leaves in about half the time of
             # device arrays, whose host copies it makes one slice at a time. (The arrays of
-            # several processes stay global: each writes its own shards.)
+            # several processes stay global: each writes its own shards.) A background write
+            # takes copies: a CPU array's host view would be the buffer the next chunk reuses.
             saved = jax.device_get(saved)
+            if background:
+                saved = jax.tree.map(np.array, saved)
+        if background:  # the caller's totals move on while the files are written
+            meta = copy.deepcopy(meta)
         parts = {
             "state": ocp.args.StandardSave(saved),
             "meta": ocp.args.JsonSave(meta),
         }
         if buffers:
             parts["replay"] = ReplayItemsSave(buffers)
+        if background:
+            self._writing = self._writer.submit(self._write, step, parts, written)
+        else:
+            self._write(step, parts, written)
+
+    def wait(self) -> None:
+        """Until the background write in flight (if any) is on disk; raises its
+        CheckpointError."""
+        writing, self._writing = self._writing, None
+        if writing is not None:
+            writing.result()
+
+    def raise_failed_write(self) -> None:
+        """The CheckpointError of a background write that has already failed; nothing while it
+        is in flight or once it succeeded. Polled between chunks, so that a run whose writes
+        fail stops at the next chunk rather than at its next checkpoint."""
+        if self._writing is not None and self._writing.done():
+            self.wait()
+
+    def _write(self, step: int, parts: dict[str, Any], written: Callable[[], None]) -> None:
         try:
             with _quiet_orbax():
                 self._manager.save(step, args=ocp.args.Composite(**parts), force=True)
@@ -257,6 +306,7 @@ class Checkpointer:
                 f"could not write the checkpoint of iteration {step} to {self.directory}: "
                 f"{_os_reason(e)}"
             ) from e
+        written()
 
     def latest_step(self) -> int | None:
         return self._manager.latest_step()
@@ -303,6 +353,11 @@ class Checkpointer:
         return state, restored.meta
 
     def close(self) -> None:
+        """Waits for a background write in flight: a run left by an error keeps its last
+        checkpoint (the error of that write, if any, is the run's second and not raised)."""
+        with contextlib.suppress(CheckpointError):
+            self.wait()
+        self._writer.shutdown()
         self._manager.close()
 
 

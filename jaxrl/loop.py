@@ -634,17 +634,25 @@ def _train(
         unsaved = False  # progress since the last checkpoint (or the restored one)
         save_seconds = 0.0  # how long the last checkpoint took to write
 
-        def checkpoint() -> None:
-            nonlocal saved_iteration, saved_at, unsaved, save_seconds
-            t_save = time.monotonic()
+        def checkpoint(background: bool = False) -> None:
+            """Save the carry; with `background` its files are written while the next chunk
+            trains (`Checkpointer.save`), and what reads `saved_iteration` waits for them
+            (`ckpt.wait`)."""
+            nonlocal saved_at, unsaved
+            iteration, t_save = progress.iteration, time.monotonic()
+
+            def written() -> None:
+                nonlocal saved_iteration, save_seconds
+                saved_iteration, save_seconds = iteration, time.monotonic() - t_save
+                stop.kept = (
+                    f"the checkpoint of iteration {iteration} is kept; "
+                    f"continue with resume={run_dir}"
+                )
+
             with distributed.collectives_fail_as_one_line():
-                ckpt.save(progress.iteration, carry, {"progress": progress.__dict__})
-            saved_iteration, saved_at, unsaved = progress.iteration, time.monotonic(), False
-            save_seconds = saved_at - t_save
-            stop.kept = (
-                f"the checkpoint of iteration {saved_iteration} is kept; "
-                f"continue with resume={run_dir}"
-            )
+                meta = {"progress": progress.__dict__}
+                ckpt.save(iteration, carry, meta, written, background)
+            saved_at, unsaved = time.monotonic(), False
 
         # A resumed run's config is written once its checkpoint has restored: one this version
         # cannot restore leaves the directory as the version that wrote it can still continue it.
@@ -700,7 +708,7 @@ def _train(
 
         try:
             if saved_iteration is None:  # a fresh run's first: even one that fails at once has one
-                checkpoint()
+                checkpoint(background=True)
             # Every process makes the same calls: a stop that any of them was asked for is theirs,
             # and the next call's size is process 0's.
             agreed_stop, _, size = distributed.agree(stop.signal_taken, False, 1)
@@ -723,8 +731,10 @@ def _train(
                     ).result()
                 call_seconds = time.perf_counter() - t_call
                 progress.run_seconds += call_seconds
+                ckpt.raise_failed_write()
                 if not np.all(out.finite):
                     carry = new_carry  # the previous carry was donated to the chunk
+                    ckpt.wait()
                     bad = [
                         run.label(trainer.points)
                         for run, ok in zip(runs, out.finite, strict=True)
@@ -784,7 +794,7 @@ def _train(
                     ),
                 )
                 if agreed_stop is not None or due:
-                    checkpoint()
+                    checkpoint(background=agreed_stop is None)
             if agreed_stop is not None and status == "completed":
                 stop.stopped_elsewhere(agreed_stop)
                 status = "interrupted"
@@ -796,10 +806,14 @@ def _train(
                 )
             elif status == "completed" and unsaved:
                 checkpoint()
+            ckpt.wait()  # the run's files are all written when it returns
         except (CheckpointError, OSError, distributed.DistributedError, OutOfMemory) as e:
             # a full disk, a directory that went read-only, another process that stopped, memory
             # that other processes took (the carry, donated to the failed chunk, is gone)
             status = "failed"
+            if not isinstance(e, CheckpointError):  # the write in flight still counts
+                with contextlib.suppress(CheckpointError):
+                    ckpt.wait()
             kept = (
                 "no checkpoint was written"
                 if saved_iteration is None

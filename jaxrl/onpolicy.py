@@ -136,6 +136,10 @@ class PolicyModel(NamedTuple):
     # (outputs, memory, key) -> (deterministic env action, memory): evaluation with the memory
     # (`Agent.act_with_memory`); None: evaluations use `action` alone
     evaluate: Callable[[PyTree, PyTree, Key], tuple[Array, PyTree]] | None = None
+    # (outputs at a step's observation, the step's record) -> `Acting.value` again: the values
+    # are then computed after the rollout in one batched pass, and the rollout's per-step
+    # network runs the actor alone (XLA drops the unused critic). None: kept from the rollout.
+    step_value: Callable[[PyTree, PyTree], Array] | None = None
 
 
 def actor_critic_model(net: ActorCritic, head: ActionHead) -> PolicyModel:
@@ -158,6 +162,9 @@ def actor_critic_model(net: ActorCritic, head: ActionHead) -> PolicyModel:
         loss_inputs=lambda outputs, sample: (head.distribution(outputs[0]), outputs[1]),
         action=action,
         state_value=lambda outputs: outputs[1],
+        # A shared torso's critic is one layer on the actor's features: dropping it from the
+        # rollout saves nothing and the pass after it would run the torso again.
+        step_value=None if net.shared_torso else lambda outputs, record: outputs[1],
     )
 
 
@@ -190,7 +197,7 @@ class Rollout(NamedTuple):
     transition: Transition
     raw_action: Array
     log_prob: Array
-    value: Array
+    value: Array | None  # None where `PolicyModel.step_value` computes it after the rollout
     valid: Array | None  # bool: the step counted; None outside episodic mode, where all do
     discounted_return: Array  # the running discounted return after each step
     episode_return: Array  # of the episode that ended at the step; used where `episode_done`
@@ -422,7 +429,7 @@ def rollout(
             ),
             acting.raw_action,
             acting.log_prob,
-            acting.value,
+            acting.value if policy.step_value is None else None,
             alive if episodic else None,
             discounted,
             next_ts.info["episode_return"],
@@ -477,11 +484,15 @@ def samples_of(
             reward / jnp.sqrt(return_stats.var + STD_EPS), -cfg.reward_clip, cfg.reward_clip
         )
     if algorithm.critic:
-        values = ro.value
-        value_of = lambda o, record: setup.policy.successor_value(
-            forward(setup, state.params, state.obs_stats, o), record
-        )
-        next_values = jax.vmap(jax.vmap(value_of))(t.next_obs, ro.record)
+        policy = setup.policy
+
+        def values_of(value: Callable[[PyTree, PyTree], Array], obs: Array) -> Array:
+            """[T, envs] values of [T, envs] observations: one batched pass of the network."""
+            one = lambda o, record: value(forward(setup, state.params, state.obs_stats, o), record)
+            return jax.vmap(jax.vmap(one))(obs, ro.record)
+
+        values = ro.value if policy.step_value is None else values_of(policy.step_value, t.obs)
+        next_values = values_of(policy.successor_value, t.next_obs)
     else:
         values = next_values = jnp.zeros_like(reward)
     advantages, targets = gae(

@@ -16,7 +16,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 import envs
 from agents.dqn import DQNConfig, make_dqn
 from jaxrl import replay
-from jaxrl.checkpoint import Checkpointer, _os_reason
+from jaxrl.checkpoint import Checkpointer, CheckpointError, _os_reason
 from jaxrl.config import ConfigError, EnvConfig
 from jaxrl.prng import make_key
 
@@ -180,6 +180,50 @@ def test_a_checkpoint_of_another_state_is_refused_naming_what_differs(tmp_path: 
     with pytest.raises(ConfigError, match=r"\(params is \(3,\) there, \(4,\) here\)"):
         ckpt = Checkpointer(tmp_path, 1)
         ckpt.restore(jax.eval_shape(lambda: {"params": jnp.zeros(4), "old": jnp.zeros(2)}))
+    ckpt.close()
+
+
+def test_a_background_write_holds_the_state_and_totals_it_was_given(tmp_path: Path) -> None:
+    """`save(background=True)` returns once it has host copies; the files written after it hold
+    the state and totals as they were then, though the caller moves on (`written` is called once
+    they are on disk). A buffer's items are written before it returns."""
+    ckpt = Checkpointer(tmp_path / "plain", 2)
+    state = {"params": jnp.arange(4.0), "key": make_key(1)}
+    meta = {"progress": {"iteration": 1}}
+    done = []
+    ckpt.save(1, state, meta, lambda: done.append(1), background=True)
+    meta["progress"]["iteration"] = 2  # the loop's totals move on while the files are written
+    ckpt.wait()
+    assert done == [1] and ckpt.latest_step() == 1
+    restored, saved = ckpt.restore(jax.eval_shape(lambda: state))
+    ckpt.close()
+    assert saved == {"progress": {"iteration": 1}}
+    np.testing.assert_array_equal(restored["params"], np.arange(4.0))
+    buffered = Checkpointer(tmp_path / "buffer", 2)
+    buffered.save(1, carry_with_a_buffer(), {}, lambda: done.append(2), background=True)
+    assert done == [1, 2]  # written before save returned
+    buffered.close()
+
+
+def test_a_failed_background_write_is_raised_between_chunks(tmp_path: Path, monkeypatch) -> None:
+    """A background write that failed raises its CheckpointError at the next poll between
+    chunks (`raise_failed_write`) or wait, once; `written` is not called."""
+    ckpt = Checkpointer(tmp_path, 2)
+
+    def full_disk(*args: Any, **kwargs: Any) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(ckpt._manager, "save", full_disk)
+    done = []
+    ckpt.save(3, {"params": jnp.ones(2)}, {}, lambda: done.append(3), background=True)
+    with pytest.raises(
+        CheckpointError, match=r"iteration 3 .*No space left on device \(errno 28\)"
+    ):
+        ckpt._writing.exception()  # until the write has failed
+        ckpt.raise_failed_write()
+    ckpt.raise_failed_write()  # reported once
+    ckpt.wait()
+    assert done == [] and ckpt.latest_step() is None
     ckpt.close()
 
 

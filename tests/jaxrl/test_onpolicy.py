@@ -3,6 +3,7 @@ episodic rollout's step accounting, bad input, and 4 CPU devices against 1."""
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -35,6 +36,8 @@ from jaxrl.onpolicy import (
     minibatch_loss,
     model,
     on_policy_setup,
+    rollout,
+    samples_of,
     shuffled_minibatches,
 )
 
@@ -284,6 +287,34 @@ def test_four_devices_match_one():
         np.testing.assert_allclose(obs, one[env_id][2], rtol=1e-4, atol=1e-5)
         np.testing.assert_allclose(loss, one[env_id][1], rtol=1e-4, atol=1e-5)
         np.testing.assert_allclose(params, one[env_id][0], rtol=1e-4, atol=1e-5)
+
+
+def test_values_after_the_rollout_are_those_it_acted_with():
+    """With separate torsos the rollout runs the actor alone and V(s) of its steps comes from one
+    pass after it (`PolicyModel.step_value`): the same values and advantages as a rollout that
+    keeps V(s) step by step (float rounding of a batched product aside). A shared torso keeps
+    them from the rollout."""
+    env = envs.make(EnvConfig("CartPole-v1", num_envs=3))
+    cfg = PPOConfig(num_steps=16)
+    algorithm = Algorithm(lambda d, v, s: ppo_loss(cfg, d, v, s), cfg.num_steps, gae_lambda=0.95)
+    after = on_policy_setup(cfg, env, algorithm, 1e4)
+    during = after._replace(policy=after.policy._replace(step_value=None))
+    state = init(after, jax.random.PRNGKey(0))
+    env_state = env.reset(jax.random.PRNGKey(1))
+
+    def samples(setup):
+        _, ro, _, _ = rollout(setup, state, env_state, jax.random.PRNGKey(2))
+        return ro.value, samples_of(setup, state, ro, state.return_stats)
+
+    (none, late), (kept, early) = (
+        jax.jit(functools.partial(samples, s))() for s in (after, during)
+    )
+    assert none is None and kept.shape == (16, 3)
+    np.testing.assert_allclose(late.value, kept, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(late.advantage, early.advantage, rtol=1e-5, atol=1e-5)
+    assert float(jnp.abs(kept).max()) > 1e-3  # values, not zeros
+    shared = on_policy_setup(PPOConfig(shared_torso=True), env, algorithm, 1e4)
+    assert shared.policy.step_value is None
 
 
 def test_learning_rate_anneals_linearly_to_zero_at_the_budget():

@@ -841,14 +841,16 @@ def test_a_first_checkpoint_that_cannot_be_written_stops_the_run(tmp_path: Path)
     checkpoint's _METADATA is 12 kB), PPO's first checkpoint is not: with 128-unit layers each
     hidden kernel is 64 kB of random weights, which orbax writes whole into one data file (with
     the default 64 units the largest data file was 34 kB here, barely over the limit, and one CI
-    run wrote its checkpoint under it). One line naming the reason, exit 1, summary.json with
-    status failed, no chunk run."""
+    run wrote its checkpoint under it). The first chunks train while it is written (in the
+    background); the chunk that ends after the write failed stops the run, long before its
+    budget of 1e8 steps: one line naming the reason, exit 1, summary.json with status failed."""
     run_dir = tmp_path / "run"
     result = cli_with_files_limited_to(
         30_000,
         tmp_path,
         *QUICK_PPO,
         "agent.hidden_sizes=[128,128]",
+        "budget.env_steps=1e8",
         "log.progress=false",
         f"log.dir={run_dir}",
     )
@@ -860,7 +862,7 @@ def test_a_first_checkpoint_that_cannot_be_written_stops_the_run(tmp_path: Path)
     ], result.stderr
     assert "Traceback" not in result.stderr
     summary = json.loads((run_dir / "summary.json").read_text())
-    assert (summary["status"], summary["env_steps"]) == ("failed", 0)
+    assert summary["status"] == "failed" and summary["env_steps"] < 1e6
 
 
 def test_memory_that_runs_out_while_training_keeps_the_first_checkpoint(tmp_path: Path) -> None:
@@ -898,7 +900,7 @@ def test_memory_that_runs_out_while_training_keeps_the_first_checkpoint(tmp_path
     ), errors[0]
     assert "Traceback" not in result.stderr
     summary = json.loads((run_dir / "summary.json").read_text())
-    assert (summary["status"], summary["env_steps"]) == ("failed", 0)
+    assert summary["status"] == "failed" and summary["env_steps"] < 1e6
     assert holds_run(run_dir)
 
 
