@@ -19,10 +19,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from jaxrl.config import install_hint
-from jaxrl.sweep import read_evals
-
 REPO = Path(__file__).resolve().parent.parent
+# This checkout's packages, not the installed ones: comparing two commits runs each checkout's
+# scripts (the scripts import this module before anything of jaxrl's).
+sys.path.insert(0, str(REPO))
+
+from jaxrl.config import install_hint  # noqa: E402
+from jaxrl.sweep import read_evals  # noqa: E402
+
 RESULTS = REPO / "benchmarks" / "results"
 # PPO on CartPole-v1 in PureJaxRL's configuration (purejaxrl/ppo.py's __main__), for jaxrl's CLI;
 # PUREJAXRL_SETTINGS turns off the normalisations PureJaxRL does not have.

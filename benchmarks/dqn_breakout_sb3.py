@@ -37,14 +37,14 @@ from __future__ import annotations
 import argparse
 import functools
 import os
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import jax
+import numpy as np
 from common import (
-    REPO,
     RESULTS,
     TrainingRow,
     load_note,
@@ -55,11 +55,6 @@ from common import (
     training_table,
     write_report,
 )
-
-sys.path.insert(0, str(REPO))
-
-import jax
-import numpy as np
 
 from jaxrl.cli import compose
 from jaxrl.loop import train

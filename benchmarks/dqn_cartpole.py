@@ -20,14 +20,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from common import REPO, RESULTS, fmt, load_note, machine, markdown_table, write_report
-
-sys.path.insert(0, str(REPO))
+from common import RESULTS, fmt, load_note, machine, markdown_table, write_report
 
 from jaxrl.cli import compose
 from jaxrl.loop import train

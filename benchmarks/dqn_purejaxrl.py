@@ -50,7 +50,6 @@ import jax.numpy as jnp
 import numpy as np
 from common import (
     PUREJAXRL_DQN_CARTPOLE,
-    REPO,
     RESULTS,
     best_of,
     machine,
@@ -59,8 +58,6 @@ from common import (
     write_report,
 )
 from purejaxrl_compat import load_make_train
-
-sys.path.insert(0, str(REPO))
 
 import envs
 from agents.dqn import make_learner

@@ -17,17 +17,13 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
 import time
 from pathlib import Path
-
-from common import REPO, RESULTS, load_note, machine, markdown_table, write_report
-
-sys.path.insert(0, str(REPO))
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from common import RESULTS, load_note, machine, markdown_table, write_report
 
 from jaxrl.cli import compose
 from jaxrl.loop import Trainer

@@ -25,17 +25,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import tempfile
 from pathlib import Path
 
-from common import REPO, RESULTS, best_of, load_note, machine, markdown_table, write_report
-from es_cartpole import Row, run_cli
-
-sys.path.insert(0, str(REPO))
-
 import jax
 import jax.numpy as jnp
+from common import RESULTS, best_of, load_note, machine, markdown_table, write_report
+from es_cartpole import Row, run_cli
 
 from jaxrl.networks import MLP
 

@@ -40,7 +40,6 @@ from common import (
     write_report,
 )
 
-sys.path.insert(0, str(REPO))
 sys.path.insert(1, str(REPO / "tests"))
 
 from learning import PENDULUM_SAC_EXPERT, normalized_scores, random_policy_return

@@ -36,8 +36,6 @@ from common import (
     write_report,
 )
 
-sys.path.insert(0, str(REPO))
-
 import jaxrl
 
 # --hardcore picks the second: (env, shipped expert, results file stem).

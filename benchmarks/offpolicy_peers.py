@@ -36,15 +36,16 @@ import argparse
 import functools
 import math
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import jax
+import jax.numpy as jnp
+import numpy as np
 from common import (
-    REPO,
     RESULTS,
     best_of,
     machine,
@@ -53,12 +54,6 @@ from common import (
     pendulum_learner,
     write_report,
 )
-
-sys.path.insert(0, str(REPO))
-
-import jax
-import jax.numpy as jnp
-import numpy as np
 
 from jaxrl import offpolicy, parallel
 from jaxrl.cli import compose

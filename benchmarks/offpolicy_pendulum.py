@@ -24,12 +24,12 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
-import sys
 import tempfile
 from pathlib import Path
 
+import jax
+import numpy as np
 from common import (
-    REPO,
     RESULTS,
     TrainingRow,
     load_note,
@@ -37,11 +37,6 @@ from common import (
     training_table,
     write_report,
 )
-
-sys.path.insert(0, str(REPO))
-
-import jax
-import numpy as np
 
 import envs
 from jaxrl.cli import compose

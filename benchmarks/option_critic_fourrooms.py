@@ -20,15 +20,11 @@ trained for the episodes before the switch (option_critic_terminations.png).
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 
-import numpy as np
-from common import REPO, RESULTS, fmt, machine, markdown_table, write_report
-
-sys.path.insert(0, str(REPO))
-
 import jax
+import numpy as np
+from common import RESULTS, fmt, machine, markdown_table, write_report
 
 import envs
 from agents import option_critic

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -28,15 +27,12 @@ import numpy as np
 from common import (
     PUREJAXRL_PPO_CARTPOLE,
     PUREJAXRL_SETTINGS,
-    REPO,
     RESULTS,
     fmt,
     machine,
     markdown_table,
     write_report,
 )
-
-sys.path.insert(0, str(REPO))
 
 from jaxrl.cli import compose
 from jaxrl.loop import Trainer, train

@@ -23,9 +23,7 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-from common import REPO, RESULTS, fmt, machine, markdown_table, repo_env, run_process, write_report
-
-sys.path.insert(0, str(REPO))
+from common import RESULTS, fmt, machine, markdown_table, repo_env, run_process, write_report
 
 from jaxrl.sweep import read_evals
 

@@ -29,13 +29,12 @@ from __future__ import annotations
 import argparse
 import functools
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
 
+import jax
 from common import (
-    REPO,
     RESULTS,
     TrainingRow,
     load_note,
@@ -46,10 +45,6 @@ from common import (
     training_table,
     write_report,
 )
-
-sys.path.insert(0, str(REPO))
-
-import jax
 
 from jaxrl.cli import compose, enable_compilation_cache
 from jaxrl.loop import train

@@ -35,7 +35,6 @@ import numpy as np
 from common import (
     PUREJAXRL_PPO_CARTPOLE,
     PUREJAXRL_SETTINGS,
-    REPO,
     RESULTS,
     machine,
     markdown_table,
@@ -43,8 +42,6 @@ from common import (
     write_report,
 )
 from purejaxrl_compat import load_make_train
-
-sys.path.insert(0, str(REPO))
 
 from jaxrl import parallel
 from jaxrl.cli import compose

@@ -30,12 +30,10 @@ from pathlib import Path
 from typing import Any
 
 import jax
-from common import REPO, RESULTS, machine, markdown_table, median_range, write_report
+from common import RESULTS, machine, markdown_table, median_range, write_report
 from jax.sharding import PartitionSpec as P
 from ppo_purejaxrl import JAXRL_OVERRIDES, purejaxrl_side
 from purejaxrl_compat import load_make_train
-
-sys.path.insert(0, str(REPO))
 
 import envs
 from agents.ppo import PPOConfig, ppo_loss

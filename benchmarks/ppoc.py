@@ -17,16 +17,12 @@ import argparse
 import dataclasses
 import importlib.util
 import os
-import sys
 import tempfile
 from pathlib import Path
 
-from common import REPO, RESULTS, fmt, load_note, machine, markdown_table, write_report
-
-sys.path.insert(0, str(REPO))
-
 import jax
 import numpy as np
+from common import RESULTS, fmt, load_note, machine, markdown_table, write_report
 
 import envs
 from jaxrl.cli import compose
